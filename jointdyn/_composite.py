@@ -1,0 +1,134 @@
+"""`Composite`: joints in series with no body between them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._joint import AbstractJoint, JointParams
+from ._spatial import Transform, so3_log
+
+_FIT_ITERATIONS = 20
+
+
+class Composite(AbstractJoint):
+    """Joints `J₁ … Jₙ` in series, `M` of each coinciding with `F` of the next.
+
+        X_FM = X_F₁M₁(q₁) ⋯ X_FₙMₙ(qₙ)
+        q = [q₁; …; qₙ]    v = [v₁; …; vₙ]
+
+    Column block k of `H_FM` is `H_k` re-expressed in F and shifted from `M_k`'s origin to
+    `M`'s origin: `[R w; R v + (R w) × (p_FM − p_FMₖ)]`, with `R = R_FFₖ`.
+    `params` is the concatenation of the sub-joints' parameters (edit those, not this view).
+    """
+
+    joints: tuple[AbstractJoint, ...]
+
+    def __init__(self, joints: Sequence[AbstractJoint]):
+        joints = tuple(joints)
+        if not joints:
+            raise ValueError("`joints` must hold at least one joint")
+        for i, j in enumerate(joints):
+            if not isinstance(j, AbstractJoint):
+                raise ValueError(f"`joints[{i}]` is {type(j).__name__}, not a joint")
+        self.joints = joints
+
+    @property
+    def nq(self) -> int:  # type: ignore[override]
+        return sum(j.nq for j in self.joints)
+
+    @property
+    def nv(self) -> int:  # type: ignore[override]
+        return sum(j.nv for j in self.joints)
+
+    @property
+    def params(self) -> JointParams:  # type: ignore[override]
+        return jax.tree.map(lambda *xs: jnp.concatenate(xs), *(j.params for j in self.joints))
+
+    def _split(self, x, sizes):
+        return jnp.split(x, np.cumsum(sizes)[:-1])
+
+    def _q(self, q):
+        return self._split(q, [j.nq for j in self.joints])
+
+    def _v(self, v):
+        return self._split(v, [j.nv for j in self.joints])
+
+    def X_FM(self, q):
+        X = None
+        for j, qk in zip(self.joints, self._q(q), strict=True):
+            Xk = j.X_FM(qk)
+            X = Xk if X is None else X @ Xk
+        return X
+
+    def H_FM(self, q):
+        X = Transform.identity(q.dtype)  # pose of F_k in F
+        blocks = []
+        for j, qk in zip(self.joints, self._q(q), strict=True):
+            Hk = j.H_FM(qk)
+            w, v = X.R @ Hk[:3], X.R @ Hk[3:]
+            X = X @ j.X_FM(qk)  # pose of M_k in F
+            blocks.append((w, v, X.p))
+        p_end = X.p
+        return jnp.concatenate(
+            [jnp.concatenate([w, v + jnp.cross(w.T, p_end - p_k).T], 0) for w, v, p_k in blocks], 1
+        )
+
+    def qdot_from_v(self, q, v):
+        parts = zip(self.joints, self._q(q), self._v(v), strict=True)
+        return jnp.concatenate([j.qdot_from_v(qk, vk) for j, qk, vk in parts])
+
+    def v_from_qdot(self, q, qdot):
+        parts = zip(self.joints, self._q(q), self._q(qdot), strict=True)
+        return jnp.concatenate([j.v_from_qdot(qk, qdk) for j, qk, qdk in parts])
+
+    def neutral(self):
+        return jnp.concatenate([j.neutral() for j in self.joints])
+
+    def integrate(self, q, v):
+        parts = zip(self.joints, self._q(q), self._v(v), strict=True)
+        return jnp.concatenate([j.integrate(qk, vk) for j, qk, vk in parts])
+
+    def difference(self, q0, q1):
+        parts = zip(self.joints, self._q(q0), self._q(q1), strict=True)
+        return jnp.concatenate([j.difference(a, b) for j, a, b in parts])
+
+    def random_configuration(self, key, lower=None, upper=None):
+        keys = jax.random.split(key, len(self.joints))
+        lo = self._q(lower) if lower is not None else [None] * len(self.joints)
+        hi = self._q(upper) if upper is not None else [None] * len(self.joints)
+        parts = zip(self.joints, keys, lo, hi, strict=True)
+        return jnp.concatenate([j.random_configuration(k, a, b) for j, k, a, b in parts])
+
+    def normalize(self, q):
+        return jnp.concatenate(
+            [j.normalize(qk) for j, qk in zip(self.joints, self._q(q), strict=True)]
+        )
+
+    def q_from_X_FM(self, X_FM):
+        """Greedy fit joint by joint, then Gauss–Newton on the pose error on the manifold.
+
+        Residual `r(q) = [log(R_target R(q)ᵀ); p_target − p(q)]`; each step solves
+        `J δ = −r` in least squares with `J = ∂r(q ⊕ δ)/∂δ` and sets `q ← q ⊕ δ`.
+        """
+        qs, X_rest = [], X_FM
+        for j in self.joints:
+            qk = j.q_from_X_FM(X_rest)
+            qs.append(qk)
+            X_rest = j.X_FM(qk).inverse() @ X_rest
+        q0 = jnp.concatenate(qs)
+
+        def residual(q):
+            X = self.X_FM(q)
+            return jnp.concatenate([so3_log(X_FM.R @ X.R.T), X_FM.p - X.p])
+
+        def step(_, q):
+            r = residual(q)
+            J = jax.jacfwd(lambda d: residual(self.integrate(q, d)))(jnp.zeros(self.nv, q.dtype))
+            delta = jnp.linalg.lstsq(J, -r)[0]
+            return self.normalize(self.integrate(q, delta))
+
+        return jax.lax.fori_loop(0, _FIT_ITERATIONS, step, q0)

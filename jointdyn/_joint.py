@@ -1,0 +1,275 @@
+"""The joint interface (`AbstractJoint`) and the parameters every joint carries (`JointParams`).
+
+A joint connects an inboard frame F (fixed on the parent body) to an outboard frame M (fixed on
+the child body). With `q` (nq) and `v` (nv) its configuration and generalized velocity
+(Drake's mobilizer, `multibody/tree/mobilizer.h`):
+
+    X_FM(q)                          across-joint pose
+    V_FM = H_FM(q) v                 spatial velocity of M in F, expressed in F, at Mo: [w; v_Mo]
+    A_FM = H_FM(q) v̇ + Ḣ_FM(q, v) v  spatial acceleration (classical: a_Mo = d/dt v_Mo in F)
+    q̇ = N(q) v,   v = N⁺(q) q̇
+    tau = H_FMᵀ F_Mo_F               generalized force of a spatial force on M at Mo, in F
+
+so that power is preserved: `(H_FMᵀ F)·v = F·(H_FM v)`.
+"""
+
+from __future__ import annotations
+
+import abc
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+
+from ._spatial import Transform
+
+
+def sample_box(
+    key: PRNGKeyArray, lower: ArrayLike, upper: ArrayLike, default_half_range: ArrayLike
+) -> Array:
+    """Uniform sample in `[lower, upper]`, infinite bounds replaced by `∓default_half_range`."""
+    lower, upper = jnp.asarray(lower), jnp.asarray(upper)
+    half = jnp.asarray(default_half_range, lower.dtype)
+    lo = jnp.where(
+        jnp.isfinite(lower), lower, jnp.where(jnp.isfinite(upper), upper - 2 * half, -half)
+    )
+    hi = jnp.where(
+        jnp.isfinite(upper), upper, jnp.where(jnp.isfinite(lower), lower + 2 * half, half)
+    )
+    return jax.random.uniform(key, lower.shape, lower.dtype, lo, hi)
+
+
+def _float_dtype():
+    return jnp.result_type(float)
+
+
+def _is_concrete(x) -> bool:
+    return not isinstance(x, jax.core.Tracer)
+
+
+def as_param(value, shape: tuple[int, ...], name: str) -> Array:
+    """A float parameter leaf broadcast to `shape`; `ValueError` naming `name` if it cannot be."""
+    arr = jnp.asarray(value, dtype=_float_dtype()) if _is_concrete(value) else value
+    if _is_concrete(arr) and not jnp.issubdtype(arr.dtype, jnp.floating):
+        arr = arr.astype(_float_dtype())
+    try:
+        return jnp.broadcast_to(arr, shape)
+    except ValueError:
+        raise ValueError(
+            f"parameter `{name}` has shape {tuple(np.shape(value))}; expected {shape} "
+            "or something that broadcasts to it"
+        ) from None
+
+
+def unit_axis(axis: ArrayLike, name: str = "axis") -> Array:
+    """Normalise a 3-vector axis; `ValueError` naming `name` when zero, non-finite or misshapen."""
+    if np.shape(axis) != (3,):
+        raise ValueError(f"`{name}` must be a 3-vector, got shape {np.shape(axis)}")
+    a = as_param(axis, (3,), name)
+    if _is_concrete(a):
+        an = np.asarray(a, dtype=np.float64)
+        if not np.all(np.isfinite(an)):
+            raise ValueError(f"`{name}` must be finite, got {an}")
+        if np.linalg.norm(an) < 1e-12:
+            raise ValueError(f"`{name}` must be non-zero, got {an}")
+    return a / jnp.linalg.norm(a)
+
+
+class JointParams(eqx.Module):
+    """Physical parameters of a joint, all differentiable array leaves.
+
+    Sizes: `position_lower`, `position_upper`, `default_position`, `stop_stiffness`,
+    `stop_damping` have nq entries (one per coordinate); `velocity_limit`,
+    `acceleration_limit`, `effort_limit`, `damping`, `friction` have nv entries.
+    Limits default to ±inf, the others to 0; `default_position` to the joint's neutral.
+
+    For a quaternion's coordinates (Ball, Free) position limits and limit stops have no
+    meaning and must stay infinite/zero.
+    """
+
+    position_lower: Float[Array, " nq"]
+    position_upper: Float[Array, " nq"]
+    velocity_limit: Float[Array, " nv"]
+    acceleration_limit: Float[Array, " nv"]
+    effort_limit: Float[Array, " nv"]
+    default_position: Float[Array, " nq"]
+    damping: Float[Array, " nv"]
+    friction: Float[Array, " nv"]
+    stop_stiffness: Float[Array, " nq"]
+    stop_damping: Float[Array, " nq"]
+
+    @staticmethod
+    def create(
+        nq: int,
+        nv: int,
+        neutral: Array,
+        *,
+        position_lower: ArrayLike = -jnp.inf,
+        position_upper: ArrayLike = jnp.inf,
+        velocity_limit: ArrayLike = jnp.inf,
+        acceleration_limit: ArrayLike = jnp.inf,
+        effort_limit: ArrayLike = jnp.inf,
+        default_position: ArrayLike | None = None,
+        damping: ArrayLike = 0.0,
+        friction: ArrayLike = 0.0,
+        stop_stiffness: ArrayLike = 0.0,
+        stop_damping: ArrayLike = 0.0,
+    ) -> JointParams:
+        """Validate and broadcast; raises `ValueError` naming the offending argument."""
+        p = JointParams(
+            position_lower=as_param(position_lower, (nq,), "position_lower"),
+            position_upper=as_param(position_upper, (nq,), "position_upper"),
+            velocity_limit=as_param(velocity_limit, (nv,), "velocity_limit"),
+            acceleration_limit=as_param(acceleration_limit, (nv,), "acceleration_limit"),
+            effort_limit=as_param(effort_limit, (nv,), "effort_limit"),
+            default_position=as_param(
+                neutral if default_position is None else default_position, (nq,), "default_position"
+            ),
+            damping=as_param(damping, (nv,), "damping"),
+            friction=as_param(friction, (nv,), "friction"),
+            stop_stiffness=as_param(stop_stiffness, (nq,), "stop_stiffness"),
+            stop_damping=as_param(stop_damping, (nq,), "stop_damping"),
+        )
+        p.validate()
+        return p
+
+    def validate(self) -> None:
+        """Raise `ValueError` for lower > upper or negative limits, damping, friction, stiffness."""
+        leaves = jax.tree.leaves(self)
+        if not all(_is_concrete(x) for x in leaves):
+            return
+        lo, hi = np.asarray(self.position_lower), np.asarray(self.position_upper)
+        if np.any(lo > hi):
+            raise ValueError(f"position_lower {lo} is above position_upper {hi}")
+        for name in (
+            "velocity_limit",
+            "acceleration_limit",
+            "effort_limit",
+            "damping",
+            "friction",
+            "stop_stiffness",
+            "stop_damping",
+        ):
+            x = np.asarray(getattr(self, name))
+            if np.any(np.isnan(x)) or np.any(x < 0):
+                raise ValueError(f"`{name}` must be non-negative, got {x}")
+
+
+class AbstractJoint(eqx.Module):
+    """A joint between inboard frame F (on the parent) and outboard frame M (on the child).
+
+    Subclasses are final and implement every abstract method; the concrete methods below are
+    written once, in terms of the abstract ones.
+    """
+
+    nq: eqx.AbstractClassVar[int]
+    nv: eqx.AbstractClassVar[int]
+    params: eqx.AbstractVar[JointParams]
+
+    # -- kinematics ------------------------------------------------------------------------
+    @abc.abstractmethod
+    def X_FM(self, q: Float[Array, " nq"]) -> Transform:
+        """Across-joint pose of M in F."""
+
+    @abc.abstractmethod
+    def H_FM(self, q: Float[Array, " nq"]) -> Float[Array, "6 nv"]:
+        """Hinge matrix (motion subspace, in F, at Mo): `V_FM = H_FM(q) v`."""
+
+    @abc.abstractmethod
+    def qdot_from_v(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, " nq"]:
+        """`q̇ = N(q) v`."""
+
+    @abc.abstractmethod
+    def v_from_qdot(self, q: Float[Array, " nq"], qdot: Float[Array, " nq"]) -> Float[Array, " nv"]:
+        """`v = N⁺(q) q̇` (left inverse of `qdot_from_v`)."""
+
+    # -- configuration space (a Lie group) ------------------------------------------------
+    @abc.abstractmethod
+    def neutral(self) -> Float[Array, " nq"]:
+        """Configuration with `X_FM = identity`."""
+
+    @abc.abstractmethod
+    def integrate(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, " nq"]:
+        """`q ⊕ v`: the configuration reached from `q` moving at constant `v` for unit time."""
+
+    @abc.abstractmethod
+    def difference(self, q0: Float[Array, " nq"], q1: Float[Array, " nq"]) -> Float[Array, " nv"]:
+        """`q1 ⊖ q0`: the `v` with `integrate(q0, v) = q1` (shortest, for rotations)."""
+
+    @abc.abstractmethod
+    def random_configuration(
+        self, key: PRNGKeyArray, lower: ArrayLike | None = None, upper: ArrayLike | None = None
+    ) -> Float[Array, " nq"]:
+        """Uniform sample within `[lower, upper]` (default: the position limits).
+
+        Infinite bounds are replaced by ±π for angles and ±1 for translations; rotations
+        (quaternions, `[cos θ, sin θ]`) are sampled uniformly.
+        """
+
+    @abc.abstractmethod
+    def normalize(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:
+        """Project `q` back onto the configuration manifold (unit quaternions, unit [c, s])."""
+
+    @abc.abstractmethod
+    def q_from_X_FM(self, X_FM: Transform) -> Float[Array, " nq"]:
+        """Coordinates whose pose best reproduces `X_FM` (its projection onto the joint's motions)."""
+
+    # -- concrete, written once ------------------------------------------------------------
+    def V_FM(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, "6"]:
+        """`V_FM = H_FM(q) v = [w_FM_F; v_FMo_F]`."""
+        return self.H_FM(q) @ v
+
+    def Hdot_FM(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, "6 nv"]:
+        """`Ḣ_FM = ∂H_FM/∂q · q̇` along `q̇ = N(q) v` (exactly zero, symbolically, for constant H)."""
+        qdot = self.qdot_from_v(q, v)
+        return jax.jvp(self.H_FM, (q,), (qdot,))[1]
+
+    def A_FM(
+        self, q: Float[Array, " nq"], v: Float[Array, " nv"], vdot: Float[Array, " nv"]
+    ) -> Float[Array, "6"]:
+        """`A_FM = H_FM v̇ + Ḣ_FM v = [α_FM_F; a_FMo_F]` (classical acceleration of Mo in F)."""
+        return self.H_FM(q) @ vdot + self.Hdot_FM(q, v) @ v
+
+    def project_force(
+        self, q: Float[Array, " nq"], F_Mo_F: Float[Array, "6"]
+    ) -> Float[Array, " nv"]:
+        """`tau = H_FMᵀ F_Mo_F`."""
+        return self.H_FM(q).T @ F_Mo_F
+
+    def interpolate(
+        self, q0: Float[Array, " nq"], q1: Float[Array, " nq"], t: Float[ArrayLike, ""]
+    ) -> Float[Array, " nq"]:
+        """Geodesic interpolation `q0 ⊕ t (q1 ⊖ q0)`; `t = 0` gives q0, `t = 1` gives q1."""
+        return self.integrate(q0, t * self.difference(q0, q1))
+
+    def passive_force(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, " nv"]:
+        """Generalized passive force: damping, Coulomb friction and limit stops.
+
+            tau = −d ⊙ v − μ ⊙ sign(v) + N(q)ᵀ f_stop
+
+        Limit stops (Simulation Construction Set) are spring-dampers on the coordinates that act
+        only outside `[lower, upper]` and only push back:
+
+            f_stop = min(0, −k (q − upper) − b q̇)   where q > upper
+                     max(0, −k (q − lower) − b q̇)   where q < lower,   q̇ = N(q) v
+
+        and `N(q)ᵀ` maps them to generalized forces with the power they do (`f·q̇ = (Nᵀ f)·v`).
+        """
+        p = self.params
+        qdot = self.qdot_from_v(q, v)
+        k, b = p.stop_stiffness, p.stop_damping
+        above = q > p.position_upper
+        below = q < p.position_lower
+        hi = jnp.where(above, q - p.position_upper, 0.0)
+        lo = jnp.where(below, q - p.position_lower, 0.0)
+        f_hi = jnp.where(above, jnp.minimum(0.0, -k * hi - b * qdot), 0.0)
+        f_lo = jnp.where(below, jnp.maximum(0.0, -k * lo - b * qdot), 0.0)
+        f_q = f_hi + f_lo
+        tau_stop = jax.vjp(lambda vv: self.qdot_from_v(q, vv), v)[1](f_q)[0]
+        return -p.damping * v - p.friction * jnp.sign(v) + tau_stop
+
+    def clip_position(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:
+        """Clip coordinates to the position limits."""
+        return jnp.clip(q, self.params.position_lower, self.params.position_upper)

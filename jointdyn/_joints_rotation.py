@@ -1,0 +1,299 @@
+"""Joints whose velocity is not `q̇`: `RevoluteUnbounded`, `SpaceXYZ`, `Ball`, `Free`.
+
+Angular velocities here are `w_FM_F` (measured in F, expressed in F), so configuration updates
+multiply on the left: `R(q ⊕ v) = exp([w]×) R(q)`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+from ._joint import AbstractJoint, JointParams, sample_box, unit_axis
+from ._joints_vector import _spatial_columns, angle_about
+from ._spatial import (
+    Transform,
+    cs_axis_to_rotmat,
+    project_to_rotation,
+    quat_conjugate,
+    quat_exp,
+    quat_log,
+    quat_multiply,
+    quat_normalize,
+    quat_to_rotmat,
+    rotmat_to_quat,
+    so3_exp,
+    so3_log,
+)
+
+SPACE_XYZ_SINGULARITY = 1e-3
+
+
+def _quat_rate(quat: Float[Array, "4"], w_F: Float[Array, "3"]) -> Float[Array, "4"]:
+    """`q̇ = ½ [0; w] ⊗ q` for an angular velocity expressed in F (left-multiplying)."""
+    return 0.5 * quat_multiply(jnp.concatenate([jnp.zeros(1, w_F.dtype), w_F]), quat)
+
+
+def _w_from_quat_rate(quat: Float[Array, "4"], qdot: Float[Array, "4"]) -> Float[Array, "3"]:
+    """`w = 2 vec(q̇ ⊗ q*)`: the left inverse of `_quat_rate` for unit `q`."""
+    return 2.0 * quat_multiply(qdot, quat_conjugate(quat))[1:]
+
+
+def _uniform_quaternion(key) -> Array:
+    q = jax.random.normal(key, (4,), jnp.result_type(float))
+    q = quat_normalize(q)
+    return q * jnp.where(q[0] < 0, -1.0, 1.0)
+
+
+class RevoluteUnbounded(AbstractJoint):
+    """Unbounded rotation about `axis`, stored as `q = [cos θ, sin θ]` (no wrap-around).
+
+    X_FM = (c 1 + s [a]× + (1 − c) a aᵀ, 0)    H_FM = [a; 0]
+    q̇ = [−s, c] θ̇        v = −s q̇₀ + c q̇₁
+    """
+
+    nq: ClassVar[int] = 2
+    nv: ClassVar[int] = 1
+    axis: Float[Array, "3"]
+    params: JointParams
+
+    def __init__(self, axis: ArrayLike = (0.0, 0.0, 1.0), **params: Any):
+        self.axis = unit_axis(axis)
+        self.params = JointParams.create(2, 1, jnp.array([1.0, 0.0]), **params)
+
+    def X_FM(self, q):
+        R = cs_axis_to_rotmat(self.axis, q[0], q[1])
+        return Transform(R, jnp.zeros(3, R.dtype))
+
+    def H_FM(self, q):
+        dt = jnp.result_type(q, self.axis)
+        return _spatial_columns(self.axis.astype(dt)[:, None], None, 1, dt)
+
+    def qdot_from_v(self, q, v):
+        return jnp.stack([-q[1], q[0]]) * v[0]
+
+    def v_from_qdot(self, q, qdot):
+        return (-q[1] * qdot[0] + q[0] * qdot[1])[None]
+
+    def neutral(self):
+        return jnp.array([1.0, 0.0], self.axis.dtype)
+
+    def integrate(self, q, v):
+        c, s = jnp.cos(v[0]), jnp.sin(v[0])
+        return jnp.stack([q[0] * c - q[1] * s, q[1] * c + q[0] * s])
+
+    def difference(self, q0, q1):
+        return jnp.arctan2(q0[0] * q1[1] - q0[1] * q1[0], q0[0] * q1[0] + q0[1] * q1[1])[None]
+
+    def random_configuration(self, key, lower=None, upper=None):
+        """Uniform angle; the limits (on `[cos θ, sin θ]`) are ignored."""
+        t = jax.random.uniform(key, (), self.axis.dtype, -jnp.pi, jnp.pi)
+        return jnp.stack([jnp.cos(t), jnp.sin(t)])
+
+    def normalize(self, q):
+        return q / jnp.linalg.norm(q)
+
+    def q_from_X_FM(self, X_FM):
+        t = angle_about(self.axis, X_FM.R)
+        return jnp.stack([jnp.cos(t), jnp.sin(t)])
+
+
+class SpaceXYZ(AbstractJoint):
+    """Three rotations about the axes of F: `R_FM = Rz(θ₃) Ry(θ₂) Rx(θ₁)`; `v = w_FM_F`.
+
+    Drake's `SpaceXYZMobilizer`. `H_FM = [1; 0]` is constant. The angle rates are
+
+        θ̇₁ = (cz w₀ + sz w₁) / cy
+        θ̇₂ = −sz w₀ + cz w₁
+        θ̇₃ = w₂ + sy θ̇₁          (cy = cos θ₂, sy = sin θ₂, cz = cos θ₃, sz = sin θ₃)
+
+    so `N(q)` is singular where `cos θ₂ = 0` (gimbal lock). With `check_singularity=True`
+    (the default) `qdot_from_v` raises through `eqx.error_if` when `|cos θ₂| < 1e-3`, as Drake
+    does; with `False` it returns the unguarded (possibly huge) rates.
+    """
+
+    nq: ClassVar[int] = 3
+    nv: ClassVar[int] = 3
+    params: JointParams
+    check_singularity: bool = eqx.field(static=True)
+
+    def __init__(self, check_singularity: bool = True, **params: Any):
+        self.check_singularity = bool(check_singularity)
+        self.params = JointParams.create(3, 3, jnp.zeros(3), **params)
+
+    @staticmethod
+    def _rotation(q):
+        eye = jnp.eye(3, dtype=q.dtype)
+        Rx = cs_axis_to_rotmat(eye[0], jnp.cos(q[0]), jnp.sin(q[0]))
+        Ry = cs_axis_to_rotmat(eye[1], jnp.cos(q[1]), jnp.sin(q[1]))
+        Rz = cs_axis_to_rotmat(eye[2], jnp.cos(q[2]), jnp.sin(q[2]))
+        return Rz @ Ry @ Rx
+
+    @staticmethod
+    def _angles(R):
+        a = jnp.arctan2(R[2, 1], R[2, 2])
+        b = jnp.arctan2(-R[2, 0], jnp.sqrt(R[0, 0] ** 2 + R[1, 0] ** 2))
+        c = jnp.arctan2(R[1, 0], R[0, 0])
+        return jnp.stack([a, b, c])
+
+    def X_FM(self, q):
+        R = self._rotation(q)
+        return Transform(R, jnp.zeros(3, R.dtype))
+
+    def H_FM(self, q):
+        return _spatial_columns(jnp.eye(3, dtype=q.dtype), None, 3, q.dtype)
+
+    def qdot_from_v(self, q, v):
+        cy, sy = jnp.cos(q[1]), jnp.sin(q[1])
+        cz, sz = jnp.cos(q[2]), jnp.sin(q[2])
+        if self.check_singularity:
+            cy = eqx.error_if(
+                cy,
+                jnp.abs(cy) < SPACE_XYZ_SINGULARITY,
+                "SpaceXYZ.qdot_from_v: |cos θ₂| < 1e-3, the map from w_FM to angle rates is "
+                "singular (gimbal lock); use Ball or reparametrise",
+            )
+        t1 = (cz * v[0] + sz * v[1]) / cy
+        t2 = -sz * v[0] + cz * v[1]
+        t3 = v[2] + sy * t1
+        return jnp.stack([t1, t2, t3])
+
+    def v_from_qdot(self, q, qdot):
+        """`w = E(q) θ̇`, `E = [Rz Ry eₓ, Rz e_y, e_z]` (never singular)."""
+        cy, sy = jnp.cos(q[1]), jnp.sin(q[1])
+        cz, sz = jnp.cos(q[2]), jnp.sin(q[2])
+        w0 = cz * cy * qdot[0] - sz * qdot[1]
+        w1 = sz * cy * qdot[0] + cz * qdot[1]
+        w2 = -sy * qdot[0] + qdot[2]
+        return jnp.stack([w0, w1, w2])
+
+    def neutral(self):
+        return jnp.zeros(3, self.params.position_lower.dtype)
+
+    def integrate(self, q, v):
+        """`R(q') = exp([v]×) R(q)`; the angles of `q'` are unwrapped to lie nearest `q`."""
+        ang = self._angles(so3_exp(v) @ self._rotation(q))
+        return ang + 2 * jnp.pi * jnp.round((q - ang) / (2 * jnp.pi))
+
+    def difference(self, q0, q1):
+        """`log(R(q1) R(q0)ᵀ)`, the `w_FM_F` carrying q0 to q1 in unit time."""
+        return so3_log(self._rotation(q1) @ self._rotation(q0).T)
+
+    def random_configuration(self, key, lower=None, upper=None):
+        p = self.params
+        lower = p.position_lower if lower is None else jnp.asarray(lower, p.position_lower.dtype)
+        upper = p.position_upper if upper is None else jnp.asarray(upper, p.position_upper.dtype)
+        return sample_box(key, lower, upper, jnp.pi)
+
+    def normalize(self, q):
+        return q
+
+    def q_from_X_FM(self, X_FM):
+        """Drake's `SetFromRotationMatrix`: project to the nearest rotation, then extract angles."""
+        return self._angles(project_to_rotation(X_FM.R))
+
+
+class Ball(AbstractJoint):
+    """Spherical joint: `q` a unit quaternion `[w, x, y, z]` (R_FM), `v = w_FM_F`.
+
+    X_FM = (R(q), 0)    H_FM = [1; 0]    q̇ = ½ [0; w] ⊗ q    q ⊕ w = exp(w) ⊗ q
+    """
+
+    nq: ClassVar[int] = 4
+    nv: ClassVar[int] = 3
+    params: JointParams
+
+    def __init__(self, **params: Any):
+        self.params = JointParams.create(4, 3, jnp.array([1.0, 0.0, 0.0, 0.0]), **params)
+
+    def X_FM(self, q):
+        R = quat_to_rotmat(q)
+        return Transform(R, jnp.zeros(3, R.dtype))
+
+    def H_FM(self, q):
+        return _spatial_columns(jnp.eye(3, dtype=q.dtype), None, 3, q.dtype)
+
+    def qdot_from_v(self, q, v):
+        return _quat_rate(q, v)
+
+    def v_from_qdot(self, q, qdot):
+        return _w_from_quat_rate(q, qdot)
+
+    def neutral(self):
+        return jnp.array([1.0, 0.0, 0.0, 0.0], self.params.position_lower.dtype)
+
+    def integrate(self, q, v):
+        return quat_multiply(quat_exp(v), q)
+
+    def difference(self, q0, q1):
+        return quat_log(quat_multiply(q1, quat_conjugate(q0)))
+
+    def random_configuration(self, key, lower=None, upper=None):
+        """Uniform on SO(3) (limits on quaternion coordinates are ignored)."""
+        return _uniform_quaternion(key).astype(self.params.position_lower.dtype)
+
+    def normalize(self, q):
+        return quat_normalize(q)
+
+    def q_from_X_FM(self, X_FM):
+        return rotmat_to_quat(project_to_rotation(X_FM.R))
+
+
+class Free(AbstractJoint):
+    """Six degrees of freedom: `q = [qw, qx, qy, qz, x, y, z]`, `v = [w_FM_F; v_FMo_F]`.
+
+        X_FM = (R(quat), p)    H_FM = 1₆    q̇ = [½ [0; w] ⊗ quat; v]
+        q ⊕ v = [exp(w) ⊗ quat; p + v]     (SO(3) × R³ with velocities in F)
+
+    Position limits apply to `x, y, z` only (entries 4..6).
+    """
+
+    nq: ClassVar[int] = 7
+    nv: ClassVar[int] = 6
+    params: JointParams
+
+    def __init__(self, **params: Any):
+        neutral = jnp.array([1.0, 0, 0, 0, 0, 0, 0])
+        self.params = JointParams.create(7, 6, neutral, **params)
+
+    def X_FM(self, q):
+        return Transform(quat_to_rotmat(q[:4]), q[4:])
+
+    def H_FM(self, q):
+        return jnp.eye(6, dtype=q.dtype)
+
+    def qdot_from_v(self, q, v):
+        return jnp.concatenate([_quat_rate(q[:4], v[:3]), v[3:]])
+
+    def v_from_qdot(self, q, qdot):
+        return jnp.concatenate([_w_from_quat_rate(q[:4], qdot[:4]), qdot[4:]])
+
+    def neutral(self):
+        return jnp.array([1.0, 0, 0, 0, 0, 0, 0], self.params.position_lower.dtype)
+
+    def integrate(self, q, v):
+        return jnp.concatenate([quat_multiply(quat_exp(v[:3]), q[:4]), q[4:] + v[3:]])
+
+    def difference(self, q0, q1):
+        dq = quat_log(quat_multiply(q1[:4], quat_conjugate(q0[:4])))
+        return jnp.concatenate([dq, q1[4:] - q0[4:]])
+
+    def random_configuration(self, key, lower=None, upper=None):
+        """Uniform rotation; position uniform in the limits (entries 4..6, ±1 where infinite)."""
+        p = self.params
+        dt = p.position_lower.dtype
+        lower = p.position_lower if lower is None else jnp.asarray(lower, dt)
+        upper = p.position_upper if upper is None else jnp.asarray(upper, dt)
+        k1, k2 = jax.random.split(key)
+        pos = sample_box(k2, lower[4:], upper[4:], 1.0)
+        return jnp.concatenate([_uniform_quaternion(k1).astype(dt), pos])
+
+    def normalize(self, q):
+        return jnp.concatenate([quat_normalize(q[:4]), q[4:]])
+
+    def q_from_X_FM(self, X_FM):
+        return jnp.concatenate([rotmat_to_quat(project_to_rotation(X_FM.R)), X_FM.p])
