@@ -72,3 +72,51 @@ from ._spatial import (
 )
 
 __version__ = "0.1.0"
+from ._dynamics import (
+    aba as aba,
+)
+from ._dynamics import (
+    bias_forces as bias_forces,
+)
+from ._dynamics import (
+    crba as crba,
+)
+from ._dynamics import (
+    forward_dynamics as forward_dynamics,
+)
+from ._dynamics import (
+    gravity_forces as gravity_forces,
+)
+from ._dynamics import (
+    joint_forces as joint_forces,
+)
+from ._dynamics import (
+    rnea as rnea,
+)
+from ._kinematics import (
+    Kinematics as Kinematics,
+)
+from ._kinematics import (
+    body_jacobians as body_jacobians,
+)
+from ._kinematics import (
+    center_of_mass as center_of_mass,
+)
+from ._kinematics import (
+    centroidal_momentum as centroidal_momentum,
+)
+from ._kinematics import (
+    forward_kinematics as forward_kinematics,
+)
+from ._kinematics import (
+    jacobian as jacobian,
+)
+from ._kinematics import (
+    kinetic_energy as kinetic_energy,
+)
+from ._kinematics import (
+    potential_energy as potential_energy,
+)
+from ._model import Model as Model
+from ._model import ModelBuilder as ModelBuilder
+from ._model import Topology as Topology

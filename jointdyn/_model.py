@@ -1,0 +1,387 @@
+"""`Model`: a kinematic tree of bodies and joints, and `ModelBuilder` to make one in code.
+
+Parameters (inertias, joint parameters, `X_PF`, `X_BM`, frame placements, gravity) are array
+leaves, differentiable and free to change without retracing. Topology and names are a static,
+hashable `Topology`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+
+from ._joint import AbstractJoint
+from ._spatial import SpatialInertia, Transform
+
+WORLD = "world"
+
+
+@dataclasses.dataclass(frozen=True)
+class Topology:
+    """Static structure of a model (hashable: part of the jit cache key, never traced).
+
+    Bodies are numbered so that every parent comes before its children; `parents[i] = -1`
+    means body i hangs from the world. Joint i connects body `parents[i]` to body i.
+    Frames are named points of attachment: one per body (at its origin) and one per extra frame
+    (e.g. URDF links merged by fixed joints); `frame_parents[k]` is the body a frame is fixed on
+    (-1 for the world).
+    """
+
+    parents: tuple[int, ...]
+    body_names: tuple[str, ...]
+    joint_names: tuple[str, ...]
+    frame_names: tuple[str, ...]
+    frame_parents: tuple[int, ...]
+    nqs: tuple[int, ...]
+    nvs: tuple[int, ...]
+
+    @property
+    def q_offsets(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in np.concatenate([[0], np.cumsum(self.nqs)[:-1]]))
+
+    @property
+    def v_offsets(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in np.concatenate([[0], np.cumsum(self.nvs)[:-1]]))
+
+    @property
+    def depths(self) -> tuple[int, ...]:
+        d: list[int] = []
+        for p in self.parents:
+            d.append(0 if p < 0 else d[p] + 1)
+        return tuple(d)
+
+
+class Model(eqx.Module):
+    """A kinematic tree: body i is attached to its parent by `joints[i]`.
+
+    The pose of body i in its parent P is `X_PB = X_PF[i] · X_FM(q_i) · X_BM[i]⁻¹`, with F the
+    joint's inboard frame fixed on P and M its outboard frame fixed on B. `inertias[i]` is the
+    spatial inertia of body i about its origin, in its frame. `X_BF` holds the placement of
+    every frame in its body. Gravity is `[0, 0, −9.81]` unless given.
+
+    **Fields:** `joints` (tuple, one per body), `X_PF`, `X_BM`, `X_BF` (stacked `Transform`s),
+    `inertias` (stacked `SpatialInertia`), `gravity` (3,), `topology` (static).
+    """
+
+    joints: tuple[AbstractJoint, ...]
+    X_PF: Transform
+    X_BM: Transform
+    inertias: SpatialInertia
+    X_BF: Transform
+    gravity: Float[Array, "3"]
+    topology: Topology = eqx.field(static=True)
+
+    # -- sizes and names -----------------------------------------------------------------
+    @property
+    def nq(self) -> int:
+        return sum(self.topology.nqs)
+
+    @property
+    def nv(self) -> int:
+        return sum(self.topology.nvs)
+
+    @property
+    def nbodies(self) -> int:
+        return len(self.topology.parents)
+
+    @property
+    def parents(self) -> tuple[int, ...]:
+        return self.topology.parents
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return self.topology.joint_names
+
+    @property
+    def body_names(self) -> tuple[str, ...]:
+        return self.topology.body_names
+
+    @property
+    def frame_names(self) -> tuple[str, ...]:
+        return self.topology.frame_names
+
+    def _joint_index(self, name: str) -> int:
+        try:
+            return self.topology.joint_names.index(name)
+        except ValueError:
+            raise KeyError(f"no joint named {name!r}; joints are {self.joint_names}") from None
+
+    def body_index(self, name: str) -> int:
+        try:
+            return self.topology.body_names.index(name)
+        except ValueError:
+            raise KeyError(f"no body named {name!r}; bodies are {self.body_names}") from None
+
+    def frame_index(self, name: str) -> int:
+        try:
+            return self.topology.frame_names.index(name)
+        except ValueError:
+            raise KeyError(f"no frame named {name!r}; frames are {self.frame_names}") from None
+
+    def joint(self, name: str) -> AbstractJoint:
+        return self.joints[self._joint_index(name)]
+
+    def q_slice(self, joint_name: str) -> slice:
+        """Slice of `q` holding the coordinates of `joint_name`."""
+        i = self._joint_index(joint_name)
+        o = self.topology.q_offsets[i]
+        return slice(o, o + self.topology.nqs[i])
+
+    def v_slice(self, joint_name: str) -> slice:
+        """Slice of `v` (and `vdot`, `tau`) holding the velocities of `joint_name`."""
+        i = self._joint_index(joint_name)
+        o = self.topology.v_offsets[i]
+        return slice(o, o + self.topology.nvs[i])
+
+    # -- configuration space -------------------------------------------------------------
+    def neutral(self) -> Float[Array, " nq"]:
+        """Concatenation of each joint's neutral configuration (every `X_FM` is identity)."""
+        from ._traversal import map_joints
+
+        return map_joints(self, lambda j: j.neutral(), q_out=True)
+
+    def default_position(self) -> Float[Array, " nq"]:
+        """Concatenation of each joint's `params.default_position`."""
+        from ._traversal import map_joints
+
+        return map_joints(self, lambda j: j.params.default_position, q_out=True)
+
+    def integrate(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, " nq"]:
+        """`q ⊕ v`, joint by joint."""
+        from ._traversal import map_joints
+
+        return map_joints(self, lambda j, qj, vj: j.integrate(qj, vj), q=q, v=v, q_out=True)
+
+    def difference(self, q0: Float[Array, " nq"], q1: Float[Array, " nq"]) -> Float[Array, " nv"]:
+        """`q1 ⊖ q0`, joint by joint."""
+        from ._traversal import map_joints
+
+        return map_joints(self, lambda j, a, b: j.difference(a, b), q=q0, q2=q1, v_out=True)
+
+    def interpolate(self, q0: Array, q1: Array, t: ArrayLike) -> Float[Array, " nq"]:
+        """`q0 ⊕ t (q1 ⊖ q0)`."""
+        return self.integrate(q0, t * self.difference(q0, q1))
+
+    def normalize(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:
+        from ._traversal import map_joints
+
+        return map_joints(self, lambda j, qj: j.normalize(qj), q=q, q_out=True)
+
+    def random_configuration(
+        self, key: PRNGKeyArray, lower: ArrayLike | None = None, upper: ArrayLike | None = None
+    ) -> Float[Array, " nq"]:
+        """Joint-wise uniform samples within `[lower, upper]` (default: position limits)."""
+        from ._traversal import map_joints
+
+        keys = jax.random.split(key, self.nbodies)
+        lower = self.position_lower() if lower is None else jnp.asarray(lower)
+        upper = self.position_upper() if upper is None else jnp.asarray(upper)
+        return map_joints(
+            self,
+            lambda j, k, lo, hi: j.random_configuration(k, lo, hi),
+            per_body=keys,
+            q=lower,
+            q2=upper,
+            q_out=True,
+        )
+
+    def position_lower(self) -> Float[Array, " nq"]:
+        from ._traversal import map_joints
+
+        return map_joints(self, lambda j: j.params.position_lower, q_out=True)
+
+    def position_upper(self) -> Float[Array, " nq"]:
+        from ._traversal import map_joints
+
+        return map_joints(self, lambda j: j.params.position_upper, q_out=True)
+
+    def velocity_limit(self) -> Float[Array, " nv"]:
+        from ._traversal import map_joints
+
+        return map_joints(self, lambda j: j.params.velocity_limit, v_out=True)
+
+    def effort_limit(self) -> Float[Array, " nv"]:
+        from ._traversal import map_joints
+
+        return map_joints(self, lambda j: j.params.effort_limit, v_out=True)
+
+    def total_mass(self) -> Float[Array, ""]:
+        return jnp.sum(self.inertias.mass)
+
+
+def _as_transform(X: Transform | None, name: str) -> Transform:
+    if X is None:
+        return Transform.identity()
+    if not isinstance(X, Transform):
+        raise ValueError(f"`{name}` must be a jointdyn.Transform, got {type(X).__name__}")
+    if X.R.shape != (3, 3) or X.p.shape != (3,):
+        raise ValueError(
+            f"`{name}` must be a single transform (R 3×3, p 3), got {X.R.shape}, {X.p.shape}"
+        )
+    return X
+
+
+class ModelBuilder:
+    """Build a `Model` in code.
+
+    ```python
+    b = jd.ModelBuilder()
+    b.add_body("upper", SpatialInertia(1.0, [0, 0, -0.5], 0.01 * jnp.eye(3)),
+               parent="world", joint=jd.Revolute([0, 1, 0]), joint_name="shoulder")
+    b.add_body("lower", ..., parent="upper", joint=jd.Revolute([0, 1, 0]),
+               X_PF=jd.Transform.from_rpy([0, 0, 0], [0, 0, -1]))
+    model = b.build()
+    ```
+    Bodies are numbered in the order they are added; a parent must be added before its
+    children.
+    """
+
+    def __init__(self, gravity: ArrayLike = (0.0, 0.0, -9.81)):
+        g = np.asarray(gravity, dtype=float)
+        if g.shape != (3,) or not np.all(np.isfinite(g)):
+            raise ValueError(f"`gravity` must be a finite 3-vector, got {gravity!r}")
+        self._gravity = g
+        self._bodies: list[dict] = []
+        self._frames: list[tuple[str, int, Transform]] = []
+
+    def _resolve(self, parent: int | str, what: str) -> int:
+        if isinstance(parent, str):
+            if parent == WORLD:
+                return -1
+            names = [b["name"] for b in self._bodies]
+            if parent not in names:
+                raise ValueError(f"{what}: unknown parent body {parent!r}")
+            return names.index(parent)
+        if not -1 <= parent < len(self._bodies):
+            raise ValueError(f"{what}: parent index {parent} does not name an added body")
+        return int(parent)
+
+    def _names_in_use(self) -> set[str]:
+        return {b["name"] for b in self._bodies} | {f[0] for f in self._frames} | {WORLD}
+
+    def add_body(
+        self,
+        name: str,
+        inertia: SpatialInertia,
+        parent: int | str,
+        joint: AbstractJoint,
+        joint_name: str | None = None,
+        X_PF: Transform | None = None,
+        X_BM: Transform | None = None,
+    ) -> int:
+        """Add body `name` hanging from `parent` (a body name, index, or "world") by `joint`.
+
+        **Arguments:** `inertia` about the body origin in body axes; `X_PF` pose of the joint's
+        inboard frame F in the parent; `X_BM` pose of its outboard frame M in the new body
+        (both default to identity). **Returns:** the body's index.
+        """
+        if name in self._names_in_use():
+            raise ValueError(f"body name {name!r} is already used")
+        if not isinstance(joint, AbstractJoint):
+            raise ValueError(
+                f"`joint` of body {name!r} must be a joint, got {type(joint).__name__}"
+            )
+        if not isinstance(inertia, SpatialInertia):
+            raise ValueError(f"`inertia` of body {name!r} must be a SpatialInertia")
+        jname = joint_name or f"{name}_joint"
+        if jname in {b["joint_name"] for b in self._bodies}:
+            raise ValueError(f"joint name {jname!r} is already used")
+        _check_inertia(inertia, name)
+        self._bodies.append(
+            dict(
+                name=name,
+                inertia=inertia,
+                parent=self._resolve(parent, f"body {name!r}"),
+                joint=joint,
+                joint_name=jname,
+                X_PF=_as_transform(X_PF, "X_PF"),
+                X_BM=_as_transform(X_BM, "X_BM"),
+            )
+        )
+        return len(self._bodies) - 1
+
+    def add_frame(self, name: str, parent: int | str, X_BF: Transform | None = None) -> int:
+        """Add a named frame fixed on body `parent` (or "world") at pose `X_BF`."""
+        if name in self._names_in_use():
+            raise ValueError(f"frame name {name!r} is already used")
+        self._frames.append(
+            (name, self._resolve(parent, f"frame {name!r}"), _as_transform(X_BF, "X_BF"))
+        )
+        return len(self._bodies) + len(self._frames) - 1
+
+    def build(self) -> Model:
+        if not self._bodies:
+            raise ValueError("a model needs at least one body")
+        b = self._bodies
+        frame_names = tuple(x["name"] for x in b) + tuple(f[0] for f in self._frames)
+        frame_parents = tuple(range(len(b))) + tuple(f[1] for f in self._frames)
+        X_BF = [Transform.identity() for _ in b] + [f[2] for f in self._frames]
+        topology = Topology(
+            parents=tuple(x["parent"] for x in b),
+            body_names=tuple(x["name"] for x in b),
+            joint_names=tuple(x["joint_name"] for x in b),
+            frame_names=frame_names,
+            frame_parents=frame_parents,
+            nqs=tuple(x["joint"].nq for x in b),
+            nvs=tuple(x["joint"].nv for x in b),
+        )
+        stack = lambda xs: jax.tree.map(lambda *a: jnp.stack([jnp.asarray(y) for y in a]), *xs)  # noqa: E731
+        inertias = [
+            SpatialInertia(
+                jnp.asarray(x["inertia"].mass, jnp.result_type(float)),
+                jnp.asarray(x["inertia"].com, jnp.result_type(float)),
+                jnp.asarray(x["inertia"].inertia, jnp.result_type(float)),
+            )
+            for x in b
+        ]
+        return Model(
+            joints=tuple(x["joint"] for x in b),
+            X_PF=stack([x["X_PF"] for x in b]),
+            X_BM=stack([x["X_BM"] for x in b]),
+            inertias=stack(inertias),
+            X_BF=stack(X_BF),
+            gravity=jnp.asarray(self._gravity, jnp.result_type(float)),
+            topology=topology,
+        )
+
+
+def _check_inertia(inertia: SpatialInertia, name: str) -> None:
+    """`ValueError` for a negative/non-finite mass, a misshapen or non-physical rotational inertia."""
+    m = np.asarray(inertia.mass, dtype=float)
+    c = np.asarray(inertia.com, dtype=float)
+    I = np.asarray(inertia.inertia, dtype=float)
+    if m.shape != () or c.shape != (3,) or I.shape != (3, 3):
+        raise ValueError(f"inertia of body {name!r}: expected mass (), com (3,), inertia (3,3)")
+    if not (np.isfinite(m) and np.all(np.isfinite(c)) and np.all(np.isfinite(I))):
+        raise ValueError(f"inertia of body {name!r} has non-finite values")
+    if m < 0:
+        raise ValueError(f"body {name!r} has negative mass {float(m)}")
+    check_rotational_inertia(I, f"body {name!r}")
+
+
+def check_rotational_inertia(I: np.ndarray, where: str, tol: float = 1e-10) -> None:
+    """Symmetric, positive semi-definite, principal moments obeying the triangle inequality."""
+    scale = max(1.0, float(np.abs(I).max()))
+    if np.abs(I - I.T).max() > 1e-9 * scale:
+        raise ValueError(f"{where}: rotational inertia is not symmetric")
+    ev = np.linalg.eigvalsh(0.5 * (I + I.T))
+    if ev.min() < -tol * scale:
+        raise ValueError(
+            f"{where}: rotational inertia is not positive semi-definite (eigenvalues {ev})"
+        )
+    a, b, c = ev
+    if a + b < c - tol * scale:
+        raise ValueError(
+            f"{where}: principal moments {ev} break the triangle inequality (I1 + I2 >= I3)"
+        )
+
+
+def stack_joints(joints: Sequence[AbstractJoint]):
+    """Stack joints of one class (same tree structure) into one joint with batched leaves."""
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *joints)
