@@ -7,6 +7,7 @@ gravity enters as the base acceleration `a₀ = [0; −g]`.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -40,6 +41,7 @@ def _check_sizes(model: Model, **arrays) -> None:
             raise ValueError(f"`{name}` must have shape ({n},), got {x.shape}")
 
 
+@jax.jit
 def rnea(
     model: Model,
     q: Float[Array, " nq"],
@@ -79,17 +81,20 @@ def _project(p: Plan, S: Array, F: Array) -> Array:
     return tau_b.reshape(-1)[p.dof_pos]
 
 
+@jax.jit
 def bias_forces(model: Model, q: Array, v: Array) -> Float[Array, " nv"]:
     """`C(q, v) v + g(q) = rnea(q, v, 0)` (Pinocchio's `nonLinearEffects`)."""
     return rnea(model, q, v, jnp.zeros_like(v))
 
 
+@jax.jit
 def gravity_forces(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nv"]:
     """`g(q) = rnea(q, 0, 0)`."""
     z = jnp.zeros(model.nv, q.dtype)
     return rnea(model, q, z, z)
 
 
+@jax.jit
 def crba(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nv nv"]:
     """Joint-space inertia matrix `M(q)` (composite rigid body algorithm).
 
@@ -113,6 +118,7 @@ def crba(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nv nv"]:
     return jnp.where(up, A, jnp.where(up.T, A.T, 0.0))
 
 
+@jax.jit
 def aba(
     model: Model,
     q: Float[Array, " nq"],
@@ -190,6 +196,7 @@ def aba(
     return jnp.concatenate(qdd_levels)[p.level_dof_pos]
 
 
+@jax.jit
 def joint_forces(
     model: Model, q: Float[Array, " nq"], v: Float[Array, " nv"]
 ) -> Float[Array, " nv"]:
@@ -200,6 +207,7 @@ def joint_forces(
     return map_joints(model, lambda j, qj, vj: j.passive_force(qj, vj), q=q, v=v, v_out=True)
 
 
+@jax.jit
 def forward_dynamics(
     model: Model,
     q: Float[Array, " nq"],

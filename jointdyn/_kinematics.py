@@ -15,6 +15,8 @@ classical convention of DESIGN.md (`V_WB = [w_WB_W; v_WBo_W]`).
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -150,6 +152,7 @@ def frame_poses(model: Model, X_WB: Transform) -> Transform:
     return Transform(R, pos)
 
 
+@jax.jit
 def forward_kinematics(
     model: Model, q: Float[Array, " nq"], v: Array | None = None, vdot: Array | None = None
 ) -> Kinematics:
@@ -176,6 +179,7 @@ def forward_kinematics(
     return Kinematics(t.X_WB, X_WF, V_WB, jnp.concatenate([alpha, a_Bo], -1))
 
 
+@jax.jit
 def body_jacobians(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nb 6 nv"]:
     """World-aligned Jacobians of all body origins: `V_WB = J_i v`, `V_WB = [w_W; v_Bo_W]`."""
     model = astype(model, q.dtype)
@@ -194,6 +198,7 @@ def _jacobians_at(p: Plan, t: JointTerms, points: Array, mask) -> Array:
     return jnp.concatenate([w, v], 1)
 
 
+@functools.partial(jax.jit, static_argnames="frame")
 def jacobian(model: Model, q: Float[Array, " nq"], frame: str) -> Float[Array, "6 nv"]:
     """World-aligned Jacobian of a frame or body origin (by name): `[w_WF_W; v_WFo_W] = J v`.
 
@@ -210,6 +215,7 @@ def jacobian(model: Model, q: Float[Array, " nq"], frame: str) -> Float[Array, "
     return _jacobians_at(p, t, X_WF.p[k][None], p.ancestor[p.dof_body, body][None, :])[0]
 
 
+@jax.jit
 def center_of_mass(model: Model, q: Float[Array, " nq"]) -> Float[Array, "3"]:
     """`c = Σ mᵢ cᵢ / Σ mᵢ` in world (bodies attached to the world by a weld are included)."""
     model = astype(model, q.dtype)
@@ -219,6 +225,7 @@ def center_of_mass(model: Model, q: Float[Array, " nq"]) -> Float[Array, "3"]:
     return jnp.sum(m[:, None] * c_W, 0) / jnp.sum(m)
 
 
+@jax.jit
 def kinetic_energy(model: Model, q: Array, v: Array) -> Float[Array, ""]:
     """`T = ½ Σ vᵢᵀ Iᵢ vᵢ` (equal to `½ vᵀ M(q) v`)."""
     model = astype(model, _dtype(q, v))
@@ -227,6 +234,7 @@ def kinetic_energy(model: Model, q: Array, v: Array) -> Float[Array, ""]:
     return 0.5 * jnp.sum(h * t.V)
 
 
+@jax.jit
 def potential_energy(model: Model, q: Float[Array, " nq"]) -> Float[Array, ""]:
     """`U = −Σ mᵢ g · cᵢ` (zero at the world origin)."""
     model = astype(model, q.dtype)
@@ -235,6 +243,7 @@ def potential_energy(model: Model, q: Float[Array, " nq"]) -> Float[Array, ""]:
     return -jnp.sum(model.inertias.mass * (c_W @ model.gravity))
 
 
+@jax.jit
 def centroidal_momentum(model: Model, q: Array, v: Array) -> Float[Array, "6"]:
     """Spatial momentum about the centre of mass, world axes: `h_G = [k_G; l]`.
 

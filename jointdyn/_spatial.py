@@ -38,6 +38,12 @@ def vee(S: Float[Array, "... 3 3"]) -> Float[Array, "... 3"]:
     )
 
 
+def _as_float(x: ArrayLike) -> Array:
+    """An array of `x`, promoted to JAX's default float dtype if it is not floating already."""
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
+
+
 def _safe_norm_sq(x: Float[Array, "... n"]) -> Float[Array, "..."]:
     return jnp.sum(x * x, axis=-1)
 
@@ -250,7 +256,7 @@ class Transform(eqx.Module):
     @staticmethod
     def from_quaternion(quat: ArrayLike, p: ArrayLike | None = None) -> Transform:
         """From a unit quaternion `[w, x, y, z]` (normalised here) and a translation."""
-        quat = quat_normalize(jnp.asarray(quat, dtype=jnp.result_type(float, quat)))
+        quat = quat_normalize(_as_float(quat))
         p = (
             jnp.zeros(quat.shape[:-1] + (3,), quat.dtype)
             if p is None
@@ -261,7 +267,7 @@ class Transform(eqx.Module):
     @staticmethod
     def from_axis_angle(axis: ArrayLike, angle: ArrayLike, p: ArrayLike | None = None) -> Transform:
         """Rotation by `angle` about `axis` (normalised here), then a translation."""
-        axis = jnp.asarray(axis, dtype=jnp.result_type(float, axis))
+        axis = _as_float(axis)
         axis = axis / jnp.linalg.norm(axis, axis=-1, keepdims=True)
         R = axis_angle_to_rotmat(axis, jnp.asarray(angle, axis.dtype))
         p = jnp.zeros(R.shape[:-2] + (3,), R.dtype) if p is None else jnp.asarray(p, R.dtype)
@@ -270,7 +276,7 @@ class Transform(eqx.Module):
     @staticmethod
     def from_rotation_vector(w: ArrayLike, p: ArrayLike | None = None) -> Transform:
         """`R = exp([w]×)` (finite gradients at `w = 0`), then a translation."""
-        w = jnp.asarray(w, dtype=jnp.result_type(float, w))
+        w = _as_float(w)
         R = so3_exp(w)
         p = jnp.zeros(w.shape, w.dtype) if p is None else jnp.asarray(p, w.dtype)
         return Transform(R, p)
@@ -278,7 +284,7 @@ class Transform(eqx.Module):
     @staticmethod
     def from_rpy(rpy: ArrayLike, xyz: ArrayLike | None = None) -> Transform:
         """URDF `<origin rpy xyz>`: `R = Rz(yaw) Ry(pitch) Rx(roll)`, `p = xyz`."""
-        rpy = jnp.asarray(rpy, dtype=jnp.result_type(float, rpy))
+        rpy = _as_float(rpy)
         p = jnp.zeros(rpy.shape, rpy.dtype) if xyz is None else jnp.asarray(xyz, rpy.dtype)
         return Transform(rpy_to_rotmat(rpy), p)
 

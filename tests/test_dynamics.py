@@ -1,0 +1,291 @@
+"""Identities of the dynamics algorithms on random trees built from every joint class."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from trees import random_tree
+
+import jointdyn as jd
+
+jax.config.update("jax_enable_x64", True)
+
+SEEDS = [0]
+
+
+def state(model, seed, dtype=jnp.float64, scale=1.0):
+    k = jax.random.split(jax.random.PRNGKey(seed), 5)
+    q = model.random_configuration(k[0]).astype(dtype)
+    v = (scale * jax.random.normal(k[1], (model.nv,))).astype(dtype)
+    a = jax.random.normal(k[2], (model.nv,)).astype(dtype)
+    tau = (10 * jax.random.normal(k[3], (model.nv,))).astype(dtype)
+    f = jax.random.normal(k[4], (model.nbodies, 6)).astype(dtype)
+    return q, v, a, tau, f
+
+
+@pytest.fixture(scope="module", params=SEEDS)
+def model(request):
+    return random_tree(request.param)
+
+
+@pytest.fixture(scope="module")
+def jitted():
+    return dict(
+        aba=jax.jit(jd.aba),
+        rnea=jax.jit(jd.rnea),
+        crba=jax.jit(jd.crba),
+    )
+
+
+def test_rnea_inverts_aba(model, jitted):
+    q, v, _, tau, f = state(model, 3)
+    qdd = jitted["aba"](model, q, v, tau, f)
+    np.testing.assert_allclose(jitted["rnea"](model, q, v, qdd, f), tau, rtol=1e-9, atol=1e-8)
+    qdd0 = jitted["aba"](model, q, v, tau)
+    np.testing.assert_allclose(jitted["rnea"](model, q, v, qdd0), tau, rtol=1e-9, atol=1e-8)
+
+
+def test_crba_is_jacobian_of_rnea(model, jitted):
+    q, v, a, _, _ = state(model, 4)
+    M = jitted["crba"](model, q)
+    J = jax.jit(jax.jacfwd(lambda x: jd.rnea(model, q, v, x)))(a)
+    np.testing.assert_allclose(M, J, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(M, M.T, atol=1e-12)
+    assert np.linalg.eigvalsh(np.asarray(M)).min() > 0
+
+
+def test_aba_is_inverse_mass_matrix(model, jitted):
+    q, v, _, tau, _ = state(model, 5)
+    M = jitted["crba"](model, q)
+    b = jd.bias_forces(model, q, v)
+    np.testing.assert_allclose(
+        jitted["aba"](model, q, v, tau), jnp.linalg.solve(M, tau - b), rtol=1e-8, atol=1e-8
+    )
+
+
+def test_energy_and_bias(model, jitted):
+    q, v, _, _, _ = state(model, 6)
+    M = jitted["crba"](model, q)
+    np.testing.assert_allclose(jd.kinetic_energy(model, q, v), 0.5 * v @ M @ v, rtol=1e-10)
+    z = jnp.zeros(model.nv)
+    np.testing.assert_allclose(jd.bias_forces(model, q, v), jd.rnea(model, q, v, z), atol=1e-10)
+    np.testing.assert_allclose(jd.gravity_forces(model, q), jd.rnea(model, q, z, z), atol=1e-10)
+    # gravity forces are the gradient of the potential energy along each joint's motion
+    dU = jax.jit(jax.grad(lambda d: jd.potential_energy(model, model.integrate(q, d))))(z)
+    np.testing.assert_allclose(jd.gravity_forces(model, q), dU, rtol=1e-8, atol=1e-8)
+
+
+def test_power_balance(model):
+    """d/dt (T + U) = tau · v along the motion given by aba."""
+    q, v, _, tau, _ = state(model, 7)
+    qdd = jd.aba(model, q, v, tau)
+
+    def energy(s):
+        qs = model.integrate(q, s * v)
+        return jd.kinetic_energy(model, qs, v + s * qdd) + jd.potential_energy(model, qs)
+
+    np.testing.assert_allclose(jax.jit(jax.jacfwd(energy))(0.0), tau @ v, rtol=1e-8, atol=1e-8)
+
+
+def test_external_forces_consistent(model, jitted):
+    """rnea(f) = rnea(0) − Σ J_bᵀ F_b with world-aligned body Jacobians; aba agrees."""
+    q, v, a, tau, f = state(model, 8)
+    J = jd.body_jacobians(model, q)
+    expected = jitted["rnea"](model, q, v, a) - jnp.einsum("bxk,bx->k", J, f)
+    np.testing.assert_allclose(jitted["rnea"](model, q, v, a, f), expected, rtol=1e-9, atol=1e-9)
+    M = jitted["crba"](model, q)
+    b = jd.bias_forces(model, q, v)
+    expected_qdd = jnp.linalg.solve(M, tau - b + jnp.einsum("bxk,bx->k", J, f))
+    np.testing.assert_allclose(
+        jitted["aba"](model, q, v, tau, f), expected_qdd, rtol=1e-8, atol=1e-8
+    )
+
+
+def test_kinematics_derivatives(model):
+    """V_WB = J v = d/dt X_WB; A_WB = d/dt V_WB along the motion."""
+    q, v, a, _, _ = state(model, 9)
+    kin = jd.forward_kinematics(model, q, v, a)
+    J = jd.body_jacobians(model, q)
+    np.testing.assert_allclose(jnp.einsum("bxk,k->bx", J, v), kin.V_WB, atol=1e-10)
+
+    def pose(s):
+        X = jd.forward_kinematics(model, model.integrate(q, s * v)).X_WB
+        return X.R, X.p
+
+    (R, p), (dR, dp) = jax.jit(lambda s: jax.jvp(pose, (s,), (1.0,)))(0.0)
+    W = dR @ jnp.swapaxes(R, 1, 2)
+    w = jnp.stack([W[:, 2, 1], W[:, 0, 2], W[:, 1, 0]], -1)
+    np.testing.assert_allclose(jnp.concatenate([w, dp], -1), kin.V_WB, atol=1e-9)
+
+    def vel(s):
+        return jd.forward_kinematics(
+            model, model.integrate(q, s * v + 0.5 * s**2 * a), v + s * a
+        ).V_WB
+
+    np.testing.assert_allclose(jax.jit(jax.jacfwd(vel))(0.0), kin.A_WB, atol=1e-8)
+
+
+def test_frame_jacobian(model):
+    q, v, _, _, _ = state(model, 10)
+    J = jd.jacobian(model, q, "tool")
+
+    def frame(s):
+        X = jd.forward_kinematics(model, model.integrate(q, s * v)).X_WF
+        k = model.frame_index("tool")
+        return X.R[k], X.p[k]
+
+    (R, _), (dR, dp) = jax.jit(lambda s: jax.jvp(frame, (s,), (1.0,)))(0.0)
+    W = dR @ R.T
+    V = jnp.array([W[2, 1], W[0, 2], W[1, 0], *dp])
+    np.testing.assert_allclose(J @ v, V, atol=1e-9)
+    # a body name is a frame too
+    np.testing.assert_allclose(
+        jd.jacobian(model, q, model.body_names[3]), jd.body_jacobians(model, q)[3], atol=1e-12
+    )
+
+
+def test_com_and_momentum(model):
+    q, v, _, _, _ = state(model, 11)
+    m = model.total_mass()
+    com = jax.jit(lambda s: jd.center_of_mass(model, model.integrate(q, s * v)))
+    _, dc = jax.jvp(com, (0.0,), (1.0,))
+    h = jd.centroidal_momentum(model, q, v)
+    np.testing.assert_allclose(h[3:], m * dc, rtol=1e-9, atol=1e-9)
+    # angular momentum about the CoM does not depend on a uniform translation of velocities
+    assert jnp.all(jnp.isfinite(h))
+
+
+def test_forward_dynamics_adds_passive_forces():
+    rng = np.random.default_rng(3)
+    b = jd.ModelBuilder()
+    inertia = jd.SpatialInertia(1.0, [0.1, 0, -0.3], np.diag([0.02, 0.03, 0.04]))
+    b.add_body("a", inertia, "world", jd.Revolute([0, 1, 0], damping=0.7, friction=0.1))
+    b.add_body(
+        "b",
+        inertia,
+        "a",
+        jd.Prismatic(
+            [0, 0, 1],
+            position_lower=-0.1,
+            position_upper=0.1,
+            stop_stiffness=100.0,
+            stop_damping=1.0,
+        ),
+    )
+    m = b.build()
+    q = jnp.array([0.3, 0.25])  # prismatic beyond its upper stop
+    v = jnp.asarray(rng.normal(size=2))
+    tau = jnp.asarray(rng.normal(size=2))
+    passive = jd.joint_forces(m, q, v)
+    assert passive[0] == pytest.approx(-0.7 * v[0] - 0.1 * np.sign(v[0]))
+    assert passive[1] < 0  # the stop pushes back in
+    np.testing.assert_allclose(jd.forward_dynamics(m, q, v, tau), jd.aba(m, q, v, tau + passive))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_jit_vmap_dtype(dtype):
+    model = random_tree(2, nbodies=8)
+    batch = [state(model, s, dtype, scale=0.5) for s in range(3)]
+    q, v, _, tau, f = (jnp.stack(x) for x in zip(*batch, strict=True))
+    qdd = jax.jit(jax.vmap(jd.aba, (None, 0, 0, 0, 0)))(model, q, v, tau, f)
+    assert qdd.dtype == dtype
+    back = jax.jit(jax.vmap(jd.rnea, (None, 0, 0, 0, 0)))(model, q, v, qdd, f)
+    assert back.dtype == dtype
+    tol = 2e-3 if dtype == jnp.float32 else 1e-9
+    np.testing.assert_allclose(back, tau, rtol=tol, atol=tol * 10)
+    M = jax.jit(jax.vmap(jd.crba, (None, 0)))(model, q)
+    assert M.dtype == dtype and M.shape == (3, model.nv, model.nv)
+
+
+def test_aba_gradients_match_finite_differences():
+    model = random_tree(4, nbodies=8)
+    q, v, _, tau, _ = state(model, 12, scale=0.5)
+    w = jax.random.normal(jax.random.PRNGKey(0), (model.nv,))
+
+    def loss(dq, v, tau):
+        return jd.aba(model, model.integrate(q, dq), v, tau) @ w
+
+    loss = jax.jit(loss)
+    z = jnp.zeros(model.nv)
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(z, v, tau)
+    eps = 1e-6
+    rng = np.random.default_rng(0)
+    for argnum, base in enumerate((z, v, tau)):
+        for _ in range(3):
+            d = jnp.asarray(rng.normal(size=model.nv))
+            args = [z, v, tau]
+            args_p, args_m = list(args), list(args)
+            args_p[argnum] = base + eps * d
+            args_m[argnum] = base - eps * d
+            fd = (loss(*args_p) - loss(*args_m)) / (2 * eps)
+            np.testing.assert_allclose(grads[argnum] @ d, fd, rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_wrt_model_parameters():
+    """d aba / d (mass, gravity): matches finite differences, no retrace needed."""
+    model = random_tree(5, nbodies=6)
+    q, v, _, tau, _ = state(model, 13, scale=0.5)
+
+    def loss(mass, gravity):
+        m = jd.Model(
+            model.joints,
+            model.X_PF,
+            model.X_BM,
+            jd.SpatialInertia(mass, model.inertias.com, model.inertias.inertia),
+            model.X_BF,
+            gravity,
+            model.topology,
+        )
+        return jnp.sum(jd.aba(m, q, v, tau) ** 2)
+
+    loss = jax.jit(loss)
+    gm, gg = jax.jit(jax.grad(loss, argnums=(0, 1)))(model.inertias.mass, model.gravity)
+    eps = 1e-6
+    e0 = jnp.zeros_like(model.inertias.mass).at[2].set(eps)
+    fd = (
+        loss(model.inertias.mass + e0, model.gravity)
+        - loss(model.inertias.mass - e0, model.gravity)
+    ) / (2 * eps)
+    np.testing.assert_allclose(gm[2], fd, rtol=1e-5)
+    e1 = jnp.array([0.0, 0.0, eps])
+    fd = (
+        loss(model.inertias.mass, model.gravity + e1)
+        - loss(model.inertias.mass, model.gravity - e1)
+    ) / (2 * eps)
+    np.testing.assert_allclose(gg[2], fd, rtol=1e-5)
+
+
+def test_no_nan_gradients_at_neutral_and_zero_velocity():
+    model = random_tree(6, nbodies=14)
+    q = model.neutral()
+    z = jnp.zeros(model.nv)
+
+    def total(dq, v, tau):
+        qq = model.integrate(q, dq)
+        return (
+            jnp.sum(jd.aba(model, qq, v, tau))
+            + jnp.sum(jd.rnea(model, qq, v, tau))
+            + jnp.sum(jd.crba(model, qq))
+            + jd.kinetic_energy(model, qq, v)
+            + jd.potential_energy(model, qq)
+            + jnp.sum(jd.centroidal_momentum(model, qq, v))
+            + jnp.sum(jd.jacobian(model, qq, "tool"))
+            + jnp.sum(jd.joint_forces(model, qq, v))
+        )
+
+    for g in jax.jit(jax.grad(total, argnums=(0, 1, 2)))(z, z, z):
+        assert jnp.all(jnp.isfinite(g))
+    # directly in q as well (quaternions at identity)
+    g = jax.jit(jax.grad(lambda qq: jnp.sum(jd.aba(model, qq, z, z))))(q)
+    assert jnp.all(jnp.isfinite(g))
+
+
+def test_bad_shapes_raise():
+    model = random_tree(0, nbodies=5)
+    q, v, a, tau, f = state(model, 0)
+    with pytest.raises(ValueError, match="`q`"):
+        jd.rnea(model, q[:-1], v, a)
+    with pytest.raises(ValueError, match="`tau`"):
+        jd.aba(model, q, v, tau[:-1])
+    with pytest.raises(ValueError, match="f_ext"):
+        jd.aba(model, q, v, tau, f[:-1])

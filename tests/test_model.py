@@ -1,0 +1,120 @@
+"""Model structure, configuration space, builder errors, and no retracing on parameter changes."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from trees import random_inertia, random_tree
+
+import jointdyn as jd
+
+jax.config.update("jax_enable_x64", True)
+
+
+def test_sizes_names_slices():
+    m = random_tree(0)
+    assert m.nq == sum(j.nq for j in m.joints)
+    assert m.nv == sum(j.nv for j in m.joints)
+    assert m.joint_names[0] == "root_joint"
+    assert m.q_slice("root_joint") == slice(0, 7)
+    assert m.v_slice("root_joint") == slice(0, 6)
+    # slices tile q and v in body order
+    qs = [m.q_slice(n) for n in m.joint_names]
+    assert qs[0].start == 0 and qs[-1].stop == m.nq
+    assert all(a.stop == b.start for a, b in zip(qs, qs[1:], strict=False))
+    assert "tool" in m.frame_names and set(m.body_names) <= set(m.frame_names)
+    with pytest.raises(KeyError):
+        m.q_slice("nope")
+
+
+def test_configuration_space():
+    m = random_tree(1)
+    key = jax.random.PRNGKey(0)
+    q0 = m.random_configuration(key)
+    assert q0.shape == (m.nq,)
+    X = jd.forward_kinematics(m, m.neutral()).X_WB
+    # at neutral every body sits at X_PF X_BM⁻¹ relative to its parent
+    X_PB = m.X_PF @ m.X_BM.inverse()
+    i = m.parents.index(0) if 0 in m.parents else None
+    if i is not None:
+        expected = jax.tree.map(lambda x: x[0], X) @ jax.tree.map(lambda x: x[i], X_PB)
+        np.testing.assert_allclose(X.R[i], expected.R, atol=1e-12)
+    v = 0.3 * jax.random.normal(jax.random.PRNGKey(1), (m.nv,))
+    q1 = m.integrate(q0, v)
+    np.testing.assert_allclose(m.difference(q0, q1), v, atol=1e-9)
+    np.testing.assert_allclose(m.difference(q0, q0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(m.interpolate(q0, q1, 1.0), m.normalize(q1), atol=1e-9)
+    np.testing.assert_allclose(m.normalize(q1), q1, atol=1e-9)
+
+
+def test_random_configuration_limits():
+    b = jd.ModelBuilder()
+    inertia = jd.SpatialInertia(1.0, [0, 0, 0], np.eye(3) * 0.1)
+    b.add_body("a", inertia, "world", jd.Revolute(position_lower=-0.2, position_upper=0.5))
+    b.add_body("b", inertia, "a", jd.Ball())
+    m = b.build()
+    qs = jax.vmap(m.random_configuration)(jax.random.split(jax.random.PRNGKey(0), 200))
+    assert jnp.all(qs[:, 0] >= -0.2) and jnp.all(qs[:, 0] <= 0.5)
+    np.testing.assert_allclose(jnp.linalg.norm(qs[:, 1:], axis=1), 1.0, atol=1e-12)
+
+
+def test_no_retrace_when_parameters_change():
+    m = random_tree(2, nbodies=6)
+    q, v = m.neutral(), jnp.zeros(m.nv)
+
+    @jax.jit
+    @eqx.debug.assert_max_traces(max_traces=1)
+    def f(model, q, v):
+        return jd.aba(model, q, v, v), jd.crba(model, q), jd.rnea(model, q, v, v)
+
+    f(m, q, v)
+    m2 = eqx.tree_at(lambda x: x.inertias.mass, m, m.inertias.mass * 2.0)
+    m3 = eqx.tree_at(lambda x: x.gravity, m2, jnp.array([0.0, 1.0, -3.0]))
+    m4 = eqx.tree_at(lambda x: x.joints[1].axis, m3, jnp.array([0.0, 1.0, 0.0]))
+    m5 = eqx.tree_at(lambda x: x.X_PF.p, m4, m4.X_PF.p + 0.1)
+    m6 = eqx.tree_at(lambda x: x.joints[1].params.damping, m5, jnp.array([3.0]))
+    outs = [f(mm, q, v)[0] for mm in (m2, m3, m4, m5, m6)]
+    assert not np.allclose(outs[0], outs[1])  # the parameter change had an effect
+
+
+def test_parameter_leaves_are_arrays():
+    m = random_tree(3, nbodies=5)
+    leaves = jax.tree.leaves(m)
+    assert all(isinstance(x, jax.Array) for x in leaves)
+    assert hash(m.topology) == hash(random_tree(3, nbodies=5).topology)
+
+
+def test_builder_errors():
+    rng = np.random.default_rng(0)
+    b = jd.ModelBuilder()
+    b.add_body("a", random_inertia(rng), "world", jd.Revolute())
+    with pytest.raises(ValueError, match="unknown parent body 'zz'"):
+        b.add_body("b", random_inertia(rng), "zz", jd.Revolute())
+    with pytest.raises(ValueError, match="'a' is already used"):
+        b.add_body("a", random_inertia(rng), "world", jd.Revolute())
+    with pytest.raises(ValueError, match="negative mass"):
+        b.add_body("c", jd.SpatialInertia(-1.0, np.zeros(3), np.eye(3)), "a", jd.Revolute())
+    with pytest.raises(ValueError, match="triangle inequality"):
+        b.add_body(
+            "c", jd.SpatialInertia(1.0, np.zeros(3), np.diag([0.1, 0.1, 1.0])), "a", jd.Revolute()
+        )
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        b.add_body(
+            "c", jd.SpatialInertia(1.0, np.zeros(3), np.diag([-0.1, 0.1, 0.1])), "a", jd.Revolute()
+        )
+    with pytest.raises(ValueError, match="`joint`"):
+        b.add_body("c", random_inertia(rng), "a", "revolute")
+    with pytest.raises(ValueError, match="gravity"):
+        jd.ModelBuilder(gravity=[0, 0])
+    with pytest.raises(ValueError, match="at least one body"):
+        jd.ModelBuilder().build()
+
+
+def test_float32_follows_input_dtype():
+    m = random_tree(4, nbodies=6)
+    q = m.neutral().astype(jnp.float32)
+    v = jnp.ones(m.nv, jnp.float32)
+    assert jd.aba(m, q, v, v).dtype == jnp.float32
+    assert jd.forward_kinematics(m, q).X_WB.R.dtype == jnp.float32
+    assert jd.crba(m, q).dtype == jnp.float32
