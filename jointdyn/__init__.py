@@ -72,6 +72,8 @@ from ._spatial import (
 )
 
 __version__ = "0.1.0"
+from ._bundled import list_models as list_models
+from ._bundled import load_model as load_model
 from ._dynamics import (
     aba as aba,
 )
@@ -120,3 +122,4 @@ from ._kinematics import (
 from ._model import Model as Model
 from ._model import ModelBuilder as ModelBuilder
 from ._model import Topology as Topology
+from ._urdf import load_urdf as load_urdf

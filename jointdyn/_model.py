@@ -362,13 +362,18 @@ def _check_inertia(inertia: SpatialInertia, name: str) -> None:
         raise ValueError(f"inertia of body {name!r} has non-finite values")
     if m < 0:
         raise ValueError(f"body {name!r} has negative mass {float(m)}")
-    check_rotational_inertia(I, f"body {name!r}")
+    eps = (
+        float(np.finfo(np.asarray(inertia.inertia).dtype).eps)
+        if np.issubdtype(np.asarray(inertia.inertia).dtype, np.floating)
+        else 1e-16
+    )
+    check_rotational_inertia(I, f"body {name!r}", tol=max(1e-10, 64 * eps))
 
 
 def check_rotational_inertia(I: np.ndarray, where: str, tol: float = 1e-10) -> None:
     """Symmetric, positive semi-definite, principal moments obeying the triangle inequality."""
     scale = max(1.0, float(np.abs(I).max()))
-    if np.abs(I - I.T).max() > 1e-9 * scale:
+    if np.abs(I - I.T).max() > max(1e-9, tol) * scale:
         raise ValueError(f"{where}: rotational inertia is not symmetric")
     ev = np.linalg.eigvalsh(0.5 * (I + I.T))
     if ev.min() < -tol * scale:
