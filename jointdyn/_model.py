@@ -140,24 +140,28 @@ class Model(eqx.Module):
         return slice(o, o + self.topology.nvs[i])
 
     # -- configuration space -------------------------------------------------------------
+    @eqx.filter_jit
     def neutral(self) -> Float[Array, " nq"]:
         """Concatenation of each joint's neutral configuration (every `X_FM` is identity)."""
         from ._traversal import map_joints
 
         return map_joints(self, lambda j: j.neutral(), q_out=True)
 
+    @eqx.filter_jit
     def default_position(self) -> Float[Array, " nq"]:
         """Concatenation of each joint's `params.default_position`."""
         from ._traversal import map_joints
 
         return map_joints(self, lambda j: j.params.default_position, q_out=True)
 
+    @eqx.filter_jit
     def integrate(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, " nq"]:
         """`q ⊕ v`, joint by joint."""
         from ._traversal import map_joints
 
         return map_joints(self, lambda j, qj, vj: j.integrate(qj, vj), q=q, v=v, q_out=True)
 
+    @eqx.filter_jit
     def difference(self, q0: Float[Array, " nq"], q1: Float[Array, " nq"]) -> Float[Array, " nv"]:
         """`q1 ⊖ q0`, joint by joint."""
         from ._traversal import map_joints
@@ -168,11 +172,13 @@ class Model(eqx.Module):
         """`q0 ⊕ t (q1 ⊖ q0)`."""
         return self.integrate(q0, t * self.difference(q0, q1))
 
+    @eqx.filter_jit
     def normalize(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:
         from ._traversal import map_joints
 
         return map_joints(self, lambda j, qj: j.normalize(qj), q=q, q_out=True)
 
+    @eqx.filter_jit
     def random_configuration(
         self, key: PRNGKeyArray, lower: ArrayLike | None = None, upper: ArrayLike | None = None
     ) -> Float[Array, " nq"]:
@@ -191,21 +197,25 @@ class Model(eqx.Module):
             q_out=True,
         )
 
+    @eqx.filter_jit
     def position_lower(self) -> Float[Array, " nq"]:
         from ._traversal import map_joints
 
         return map_joints(self, lambda j: j.params.position_lower, q_out=True)
 
+    @eqx.filter_jit
     def position_upper(self) -> Float[Array, " nq"]:
         from ._traversal import map_joints
 
         return map_joints(self, lambda j: j.params.position_upper, q_out=True)
 
+    @eqx.filter_jit
     def velocity_limit(self) -> Float[Array, " nv"]:
         from ._traversal import map_joints
 
         return map_joints(self, lambda j: j.params.velocity_limit, v_out=True)
 
+    @eqx.filter_jit
     def effort_limit(self) -> Float[Array, " nv"]:
         from ._traversal import map_joints
 
