@@ -11,11 +11,21 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._kinematics import JointTerms, _dtype, body_v, dof_columns, joint_terms, world_inertias
+from ._kinematics import (
+    JointTerms,
+    WorldInertia,
+    _dtype,
+    dof_columns,
+    hinge_times,
+    hinge_transpose_times,
+    joint_terms,
+    world_inertias,
+)
+from ._linalg import spd_inverse
 from ._misc import astype
 from ._model import Model
 from ._spatial import force_cross, motion_cross
-from ._traversal import Plan, map_joints, plan
+from ._traversal import map_joints, plan, rows
 
 
 def _base_acceleration(model: Model, dtype) -> Array:
@@ -64,7 +74,7 @@ def rnea(
     p = plan(model)
     t = joint_terms(model, q, v)
     anc = jnp.asarray(p.ancestor, t.V.dtype)
-    aJ = jnp.einsum("bxk,bk->bx", t.S, body_v(p, vdot)) + t.cJ + motion_cross(t.V, t.vJ)
+    aJ = hinge_times(p, t.S, vdot) + t.cJ + motion_cross(t.V, t.vJ)
     a = _base_acceleration(model, t.V.dtype) + anc.T @ aJ
     I = world_inertias(model, t.X_WB)
     f = I.apply(a) + force_cross(t.V, I.apply(t.V))
@@ -72,13 +82,7 @@ def rnea(
     if fe is not None:
         f = f - fe
     F = anc @ f
-    return _project(p, t.S, F)
-
-
-def _project(p: Plan, S: Array, F: Array) -> Array:
-    """`tau_k = S_kᵀ F_body(k)` in DOF order."""
-    tau_b = jnp.einsum("bxk,bx->bk", S, F)
-    return tau_b.reshape(-1)[p.dof_pos]
+    return hinge_transpose_times(p, t.S, F)
 
 
 @jax.jit
@@ -108,10 +112,10 @@ def crba(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nv nv"]:
     model = astype(model, q.dtype)
     p = plan(model)
     t = joint_terms(model, q)
-    I = world_inertias(model, t.X_WB).as_matrix()  # (nb, 6, 6)
-    anc = jnp.asarray(p.ancestor, I.dtype)
-    Ic = jnp.einsum("ib,bxy->ixy", anc, I)
-    F = jnp.einsum("bxy,byk->bxk", Ic, t.S)
+    I = world_inertias(model, t.X_WB)
+    anc = jnp.asarray(p.ancestor, I.m.dtype)
+    Ic = WorldInertia.unflatten(anc @ I.flatten())  # composite inertias: subtree sums
+    F = tuple(rows(Ic, c.bodies).apply_columns(Sc) for c, Sc in zip(p.classes, t.S, strict=True))
     Sd, Fd = dof_columns(p, t.S), dof_columns(p, F)
     A = Sd.T @ Fd  # A[k, l] = S_kᵀ I^c_body(l) S_l
     up = jnp.asarray(p.dof_ancestor, bool)
@@ -152,48 +156,59 @@ def aba(
     if fe is not None:
         pA0 = pA0 - fe
     c = t.cJ + motion_cross(t.V, t.vJ)
-    tau_pad = jnp.concatenate([tau, jnp.zeros(1, dtype)])
 
     # up: articulated inertias, deepest level first
     L = len(p.levels)
-    acc_I = [None] * L
-    acc_p = [None] * L
+    acc = [None] * L  # children's (I^a, p^a) summed per level
     saved = [None] * L
     for li in range(L - 1, -1, -1):
         lv = p.levels[li]
-        b = lv.bodies
-        k = lv.nv_max
-        S = t.S[b, :, :k]
-        IA, pA = IA0[b], pA0[b]
-        if acc_I[li] is not None:
-            IA, pA = IA + acc_I[li], pA + acc_p[li]
-        pad = jnp.asarray(lv.v_idx == model.nv, dtype)  # padded columns
-        U = IA @ S
-        D = jnp.swapaxes(S, 1, 2) @ U + pad[:, :, None] * jnp.eye(k, dtype=dtype)
-        u = tau_pad[lv.v_idx] - jnp.einsum("bxk,bx->bk", S, pA)
-        Dinv = 1.0 / D if k == 1 else jnp.linalg.inv(D)
-        UDinv = U @ Dinv
-        saved[li] = (S, U, Dinv, u)
+        IA, pA = IA0[lv.bodies], pA0[lv.bodies]
+        if acc[li] is not None:
+            IA, pA = IA + acc[li][0], pA + acc[li][1]
+        parts, saved[li] = [], []
+        for s in lv.subsets:
+            IAs, pAs, cs = rows(IA, s.level_pos), rows(pA, s.level_pos), c[s.bodies]
+            if s.nv == 0:  # a weld passes its inertia on unchanged
+                parts.append((IAs, pAs + jnp.einsum("bxy,by->bx", IAs, cs)))
+                saved[li].append(None)
+                continue
+            S = rows(t.S[s.cls], s.class_pos)
+            U = IAs @ S
+            D = jnp.swapaxes(S, 1, 2) @ U
+            u = tau[s.dof_idx] - jnp.einsum("bxk,bx->bk", S, pAs)
+            Dinv = 1.0 / D if s.nv == 1 else spd_inverse(D)
+            saved[li].append((S, U, Dinv, u))
+            if li > 0:
+                UDinv = U @ Dinv
+                Ia = IAs - UDinv @ jnp.swapaxes(U, 1, 2)
+                pa = pAs + jnp.einsum("bxy,by->bx", Ia, cs) + jnp.einsum("bxk,bk->bx", UDinv, u)
+                parts.append((Ia, pa))
         if li == 0:
             break
-        Ia = IA - UDinv @ jnp.swapaxes(U, 1, 2)
-        pa = pA + jnp.einsum("bxy,by->bx", Ia, c[b]) + jnp.einsum("bxk,bk->bx", UDinv, u)
+        Ia = rows(jnp.concatenate([x[0] for x in parts]), lv.subset_inv)
+        pa = rows(jnp.concatenate([x[1] for x in parts]), lv.subset_inv)
         P = jnp.asarray(lv.to_parent, dtype)
-        acc_I[li - 1] = jnp.einsum("pc,cxy->pxy", P, Ia)
-        acc_p[li - 1] = P @ pa
+        acc[li - 1] = (jnp.einsum("pc,cxy->pxy", P, Ia), P @ pa)
 
     # down: accelerations
     a0 = _base_acceleration(model, dtype)
-    qdd_levels = []
+    qdd_parts = []
     a_prev = None
     for li, lv in enumerate(p.levels):
-        S, U, Dinv, u = saved[li]
-        a_parent = a0[None] if a_prev is None else a_prev[lv.parent_pos]
-        a = a_parent + c[lv.bodies]
-        qdd = jnp.einsum("bkl,bl->bk", Dinv, u - jnp.einsum("bxk,bx->bk", U, a))
-        a_prev = a + jnp.einsum("bxk,bk->bx", S, qdd)
-        qdd_levels.append(qdd.reshape(-1))
-    return jnp.concatenate(qdd_levels)[p.level_dof_pos]
+        a = (a0[None] if a_prev is None else a_prev[lv.parent_pos]) + c[lv.bodies]
+        da = []
+        for s, sv in zip(lv.subsets, saved[li], strict=True):
+            if sv is None:
+                da.append(jnp.zeros((len(s.bodies), 6), dtype))
+                continue
+            S, U, Dinv, u = sv
+            a_s = rows(a, s.level_pos)
+            qdd = jnp.einsum("bkl,bl->bk", Dinv, u - jnp.einsum("bxk,bx->bk", U, a_s))
+            qdd_parts.append(qdd.reshape(-1))
+            da.append(jnp.einsum("bxk,bk->bx", S, qdd))
+        a_prev = a + rows(jnp.concatenate(da), lv.subset_inv)
+    return jnp.concatenate(qdd_parts)[p.level_dof_inv]
 
 
 @jax.jit

@@ -24,22 +24,22 @@ from jaxtyping import Array, Float
 
 from ._misc import astype
 from ._model import Model
-from ._spatial import SpatialInertia, Transform, motion_cross
-from ._traversal import Plan, map_joints, plan, take
+from ._spatial import Transform, motion_cross, skew
+from ._traversal import Plan, assemble_bodies, assemble_dofs, concat, map_groups, plan, take
 
 
 class JointTerms(eqx.Module):
-    """Per-body joint quantities in world coordinates (Plücker at the world origin)."""
+    """Per-body joint quantities in world coordinates (Plücker at the world origin).
+
+    `S[c]` holds the hinge matrices of the bodies of nv-class `c` (`plan.classes[c]`),
+    shape (n_c, 6, nv_c), without padding.
+    """
 
     X_WB: Transform  # (nb,)
-    S: Float[Array, "nb 6 k"]  # hinge matrices, padded to k = plan.nv_max columns
+    S: tuple[Float[Array, "n 6 k"], ...]
     vJ: Float[Array, "nb 6"] | None  # S q̇
     cJ: Float[Array, "nb 6"] | None  # velocity-product acceleration of the joint itself
     V: Float[Array, "nb 6"] | None  # body spatial velocities
-
-
-def _pad_columns(H, k):
-    return jnp.pad(H, ((0, 0), (0, k - H.shape[1])))
 
 
 def _shift_columns(R_WF, p_WM, H):
@@ -63,56 +63,112 @@ def _poses(model: Model, p: Plan, X_PB: Transform) -> Transform:
     return take(cat, p.level_body_inv)
 
 
+def _local_terms(j, qj, vj=None):
+    """One joint: `X_FM`, `H_FM` and (with v) `V_FM` and the spatial velocity-product term
+    `Ḣ v − [0; w × v_Mo]` (classical to spatial relative acceleration), all in F at Mo."""
+    X = j.X_FM(qj)
+    H = j.H_FM(qj)
+    if vj is None:
+        return X, H
+    V = H @ vj
+    zero = jnp.zeros(3, V.dtype)
+    c = j.Hdot_FM(qj, vj) @ vj - jnp.concatenate([zero, jnp.cross(V[:3], V[3:])])
+    return X, H, V, c
+
+
 def joint_terms(model: Model, q: Array, v: Array | None = None) -> JointTerms:
     """Poses, world hinge matrices and (with `v`) velocity terms of every body."""
     p = plan(model)
-    k = p.nv_max
-
-    def local(j, qj, vj=None):
-        X = j.X_FM(qj)
-        H = _pad_columns(j.H_FM(qj), k)
-        if vj is None:
-            return X, H
-        Hv = j.H_FM(qj) @ vj
-        # spatial (not classical) relative acceleration: Ḣ v − [0; w × v_Mo]
-        c = j.Hdot_FM(qj, vj) @ vj - jnp.concatenate(
-            [jnp.zeros(3, Hv.dtype), jnp.cross(Hv[:3], Hv[3:])]
-        )
-        return X, H, Hv, c
-
-    if v is None:
-        X_FM, H = map_joints(model, local, q=q)
-    else:
-        X_FM, H, V_FM, c_F = map_joints(model, local, q=q, v=v)
+    outs = map_groups(model, _local_terms, q=q, v=v)
+    X_FM = take(concat([o[0] for o in outs]), p.group_body_inv)
     X_PB = model.X_PF @ X_FM @ model.X_BM.inverse()
     X_WB = _poses(model, p, X_PB)
     R_WM = X_WB.R @ model.X_BM.R
     R_WF = R_WM @ jnp.swapaxes(X_FM.R, -1, -2)
     p_WM = X_WB.apply(model.X_BM.p)
-    S = _shift_columns(R_WF, p_WM, H)
+    S = []
+    for cls in p.classes:
+        H = jnp.concatenate([outs[g][1] for g in cls.groups])
+        S.append(_shift_columns(R_WF[cls.bodies], p_WM[cls.bodies], H))
     if v is None:
-        return JointTerms(X_WB, S, None, None, None)
-    both = _shift_columns(R_WF, p_WM, jnp.stack([V_FM, c_F], -1))
+        return JointTerms(X_WB, tuple(S), None, None, None)
+    Vc = take(concat([jnp.stack([o[2], o[3]], -1) for o in outs]), p.group_body_inv)
+    both = _shift_columns(R_WF, p_WM, Vc)
     vJ, cJ = both[..., 0], both[..., 1]
-    anc = jnp.asarray(p.ancestor, vJ.dtype)
-    V = anc.T @ vJ
-    return JointTerms(X_WB, S, vJ, cJ, V)
+    V = jnp.asarray(p.ancestor, vJ.dtype).T @ vJ
+    return JointTerms(X_WB, tuple(S), vJ, cJ, V)
 
 
-def body_v(p: Plan, x: Array) -> Array:
-    """A v-sized vector laid out per body, (nb, nv_max), padded with zeros."""
-    return jnp.concatenate([x, jnp.zeros(1, x.dtype)])[p.body_v_idx]
+def hinge_times(p: Plan, S: tuple, x: Array) -> Array:
+    """`S_i x_i` for every body, (nb, 6), with `x` a v-sized vector (zero for welds)."""
+    parts = [jnp.einsum("bxk,bk->bx", Sc, x[c.dof_idx]) for c, Sc in zip(p.classes, S, strict=True)]
+    return assemble_bodies(p, parts, jnp.zeros((1, 6), x.dtype))
 
 
-def dof_columns(p: Plan, S: Array) -> Array:
-    """(nb, 6, k) per-body columns → (6, nv) in DOF order."""
-    flat = jnp.swapaxes(S, 1, 2).reshape(-1, 6)
-    return flat[p.dof_pos].T
+def hinge_transpose_times(p: Plan, S: tuple, F: Array) -> Array:
+    """`tau_k = S_kᵀ F_body(k)` in DOF order."""
+    parts = [jnp.einsum("bxk,bx->bk", Sc, F[c.bodies]) for c, Sc in zip(p.classes, S, strict=True)]
+    return assemble_dofs(p, parts, F.dtype)
 
 
-def world_inertias(model: Model, X_WB: Transform) -> SpatialInertia:
-    """Body inertias about the world origin, in world axes (stacked)."""
-    return model.inertias.transform(X_WB)
+def dof_columns(p: Plan, S: tuple) -> Array:
+    """Per-class hinge matrices → (6, nv) in DOF order."""
+    if not S:
+        return jnp.zeros((6, 0))
+    flat = jnp.concatenate([jnp.swapaxes(Sc, 1, 2).reshape(-1, 6) for Sc in S])
+    return flat[p.class_dof_inv].T
+
+
+class WorldInertia(eqx.Module):
+    """Body inertias about the world origin in world axes, in the form linear in the
+    inertial parameters: `m`, first moment `h = m c`, rotational inertia about the origin
+    `I_O = I_C + m (|c|² 1 − c cᵀ)`. Composite inertias are plain sums of these."""
+
+    m: Float[Array, "..."]
+    h: Float[Array, "... 3"]
+    I_O: Float[Array, "... 3 3"]
+
+    def apply(self, V: Array) -> Array:
+        """Momentum `[I_O w + h × v; m v − h × w]` of spatial velocity `V = [w; v]` (…, 6)."""
+        w, v = V[..., :3], V[..., 3:]
+        ang = jnp.einsum("...ij,...j->...i", self.I_O, w) + jnp.cross(self.h, v)
+        lin = self.m[..., None] * v - jnp.cross(self.h, w)
+        return jnp.concatenate([ang, lin], -1)
+
+    def apply_columns(self, M: Array) -> Array:
+        """`apply` on each column of `M` (…, 6, k)."""
+        per_column = WorldInertia(
+            self.m[..., None], self.h[..., None, :], self.I_O[..., None, :, :]
+        )
+        return jnp.swapaxes(per_column.apply(jnp.swapaxes(M, -1, -2)), -1, -2)
+
+    def as_matrix(self) -> Array:
+        """`[[I_O, [h]×], [[h]×ᵀ, m 1]]` (…, 6, 6)."""
+        Hx = skew(self.h)
+        eye = jnp.eye(3, dtype=self.h.dtype)
+        top = jnp.concatenate([self.I_O, Hx], -1)
+        bottom = jnp.concatenate([jnp.swapaxes(Hx, -1, -2), self.m[..., None, None] * eye], -1)
+        return jnp.concatenate([top, bottom], -2)
+
+    def flatten(self) -> Array:
+        """(…, 13): `[m, h, I_O]`, for sums over subtrees as one matrix product."""
+        n = self.m.shape
+        return jnp.concatenate([self.m[..., None], self.h, self.I_O.reshape(n + (9,))], -1)
+
+    @staticmethod
+    def unflatten(x: Array) -> WorldInertia:
+        return WorldInertia(x[..., 0], x[..., 1:4], x[..., 4:].reshape(x.shape[:-1] + (3, 3)))
+
+
+def world_inertias(model: Model, X_WB: Transform) -> WorldInertia:
+    """Body inertias about the world origin, world axes."""
+    I = model.inertias
+    m = I.mass
+    c = X_WB.apply(I.com)
+    I_C = X_WB.R @ I.inertia @ jnp.swapaxes(X_WB.R, -1, -2)
+    eye = jnp.eye(3, dtype=c.dtype)
+    cc = jnp.sum(c * c, -1)[..., None, None] * eye - c[..., :, None] * c[..., None, :]
+    return WorldInertia(m, m[..., None] * c, I_C + m[..., None, None] * cc)
 
 
 def classical(V: Array, X_WB: Transform) -> Array:
@@ -172,7 +228,7 @@ def forward_kinematics(
     V_WB = classical(t.V, t.X_WB)
     if vdot is None:
         return Kinematics(t.X_WB, X_WF, V_WB, None)
-    aJ = jnp.einsum("bxk,bk->bx", t.S, body_v(p, vdot)) + t.cJ + motion_cross(t.V, t.vJ)
+    aJ = hinge_times(p, t.S, vdot) + t.cJ + motion_cross(t.V, t.vJ)
     a = jnp.asarray(p.ancestor, aJ.dtype).T @ aJ
     alpha, w = a[:, :3], t.V[:, :3]
     a_Bo = a[:, 3:] + jnp.cross(alpha, t.X_WB.p) + jnp.cross(w, V_WB[:, 3:])
@@ -253,6 +309,5 @@ def centroidal_momentum(model: Model, q: Array, v: Array) -> Float[Array, "6"]:
     t = joint_terms(model, q, v)
     I_W = world_inertias(model, t.X_WB)
     h_O = jnp.sum(I_W.apply(t.V), 0)
-    m = I_W.mass
-    c = jnp.sum(m[:, None] * I_W.com, 0) / jnp.sum(m)
+    c = jnp.sum(I_W.h, 0) / jnp.sum(I_W.m)
     return jnp.concatenate([h_O[:3] - jnp.cross(c, h_O[3:]), h_O[3:]])

@@ -38,15 +38,41 @@ class JointGroup:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
+class NvClass:
+    """Bodies whose joints have `nv` velocities (`nv ≥ 1`), made of whole joint groups.
+
+    Per-class arrays (hinge matrices `(n, 6, nv)`) need no padding.
+    """
+
+    nv: int
+    groups: tuple[int, ...]  # indices into `Plan.groups`, concatenated in this order
+    bodies: np.ndarray  # (n,)
+    dof_idx: np.ndarray  # (n, nv)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Subset:
+    """Bodies of one level and one nv-class (`cls = -1`: bodies whose joint has nv = 0)."""
+
+    cls: int
+    nv: int
+    bodies: np.ndarray
+    level_pos: np.ndarray | None  # positions in the level (None: the whole level, in order)
+    class_pos: np.ndarray | None  # positions in the class (None: the whole class, in order)
+    dof_idx: np.ndarray  # (n, nv)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class Level:
-    """Bodies of one depth; `parent_pos[i]` is the position of body i's parent in the level
-    above; `v_idx` (n, nv_max) indexes v padded with one trailing zero (index `nv`)."""
+    """Bodies of one depth. `parent_pos[i]`: position of body i's parent in the level above;
+    `to_parent` (n_above, n) sums children into parents; `subset_inv` reorders the
+    concatenated subsets into level order (None when already in order)."""
 
     bodies: np.ndarray
     parent_pos: np.ndarray
-    nv_max: int
-    v_idx: np.ndarray
-    to_parent: np.ndarray  # (n_above, n) 0/1 matrix summing children into parents
+    to_parent: np.ndarray
+    subsets: tuple[Subset, ...]
+    subset_inv: np.ndarray | None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -55,12 +81,13 @@ class Plan:
     group_body_inv: np.ndarray  # body order from the concatenation of groups
     group_q_inv: np.ndarray
     group_v_inv: np.ndarray
+    classes: tuple[NvClass, ...]
+    class_body_inv: np.ndarray  # body order from concat(classes' bodies, nv-0 bodies)
+    zero_bodies: np.ndarray  # bodies whose joint has nv = 0
+    class_dof_inv: np.ndarray  # DOF order from concat(classes' dof_idx)
     levels: tuple[Level, ...]
     level_body_inv: np.ndarray  # body order from the concatenation of levels
-    level_dof_pos: np.ndarray  # DOF order from the concatenation of levels' (n, nv_max) blocks
-    nv_max: int  # largest joint nv (at least 1)
-    body_v_idx: np.ndarray  # (nb, nv_max) into v padded with a trailing zero
-    dof_pos: np.ndarray  # (nv,) position of each DOF in the flattened (nb, nv_max) layout
+    level_dof_inv: np.ndarray  # DOF order from concat over levels and subsets of dof_idx
     dof_body: np.ndarray  # (nv,) body of each DOF
     ancestor: np.ndarray  # (nb, nb): [k, i] = 1 if k is i or an ancestor of i
     dof_ancestor: np.ndarray  # (nv, nv): [k, l] = 1 if body(k) is body(l) or an ancestor
@@ -68,6 +95,16 @@ class Plan:
 
 def plan(model: Model) -> Plan:
     return _plan(model.topology, tuple(jax.tree.structure(j) for j in model.joints))
+
+
+def _inverse(order: np.ndarray, n: int) -> np.ndarray:
+    inv = np.zeros(n, np.int64)
+    inv[order] = np.arange(len(order))
+    return inv
+
+
+def _none_if_iota(idx: np.ndarray, n: int) -> np.ndarray | None:
+    return None if len(idx) == n and np.array_equal(idx, np.arange(n)) else idx
 
 
 @functools.lru_cache(maxsize=256)
@@ -90,43 +127,69 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
     q_cat = np.concatenate([g.q_idx.ravel() for g in groups])
     v_cat = np.concatenate([g.v_idx.ravel() for g in groups])
 
-    # per-body padded v indices
-    nv_max = max(1, max(topo.nvs))
-    body_v_idx = np.full((nb, nv_max), nv, np.int64)
-    for i in range(nb):
-        body_v_idx[i, : topo.nvs[i]] = np.arange(vo[i], vo[i] + topo.nvs[i])
-    dof_body = np.concatenate(
-        [np.full(topo.nvs[i], i, np.int64) for i in range(nb)] + [np.zeros(0, np.int64)]
+    # nv-classes: joint groups merged by nv
+    by_nv: dict[int, list[int]] = {}
+    for gi, g in enumerate(groups):
+        by_nv.setdefault(g.v_idx.shape[1], []).append(gi)
+    classes = []
+    for k in sorted(x for x in by_nv if x > 0):
+        gs = tuple(by_nv[k])
+        classes.append(
+            NvClass(
+                k,
+                gs,
+                np.concatenate([groups[g].bodies for g in gs]),
+                np.concatenate([groups[g].v_idx for g in gs]),
+            )
+        )
+    zero_bodies = np.asarray(
+        sorted(b for g in by_nv.get(0, []) for b in groups[g].bodies), np.int64
     )
-    dof_pos = np.concatenate(
-        [i * nv_max + np.arange(topo.nvs[i]) for i in range(nb)] + [np.zeros(0, np.int64)]
-    )
+    class_order = np.concatenate([c.bodies for c in classes] + [zero_bodies]).astype(np.int64)
+    class_dofs = np.concatenate([c.dof_idx.ravel() for c in classes] + [np.zeros(0, np.int64)])
+    where = {}  # body -> (class index, position in class)
+    for ci, c in enumerate(classes):
+        for pos, b in enumerate(c.bodies):
+            where[int(b)] = (ci, pos)
 
-    # depth levels
+    # depth levels, each split into nv-class subsets
     depths = np.asarray(topo.depths)
-    levels, flat_dof = [], []
-    offset = 0
+    levels, level_dofs = [], []
     prev_bodies = np.zeros(0, np.int64)
     for d in range(int(depths.max()) + 1):
         bodies = np.nonzero(depths == d)[0]
         pos_in_prev = {int(b): k for k, b in enumerate(prev_bodies)}
         parent_pos = np.asarray([pos_in_prev.get(topo.parents[b], -1) for b in bodies], np.int64)
-        lv_max = max(1, max(topo.nvs[b] for b in bodies))
-        v_idx = body_v_idx[bodies, :lv_max]
         to_parent = np.zeros((len(prev_bodies), len(bodies)))
         if d > 0:
             to_parent[parent_pos, np.arange(len(bodies))] = 1.0
-        levels.append(Level(bodies, parent_pos, lv_max, v_idx, to_parent))
-        flat_dof.append(v_idx.ravel())
-        offset += v_idx.size
+        subsets, cat = [], []
+        for ci in [*range(len(classes)), -1]:
+            pos = np.asarray(
+                [i for i, b in enumerate(bodies) if where.get(int(b), (-1, 0))[0] == ci], np.int64
+            )
+            if len(pos) == 0:
+                continue
+            sb = bodies[pos]
+            if ci >= 0:
+                cpos = np.asarray([where[int(b)][1] for b in sb], np.int64)
+                k, cls_pos = classes[ci].nv, _none_if_iota(cpos, len(classes[ci].bodies))
+                dof_idx = classes[ci].dof_idx[cpos]
+            else:
+                k, cls_pos, dof_idx = 0, None, np.zeros((len(sb), 0), np.int64)
+            subsets.append(Subset(ci, k, sb, _none_if_iota(pos, len(bodies)), cls_pos, dof_idx))
+            cat.append(pos)
+            level_dofs.append(dof_idx.ravel())
+        cat = np.concatenate(cat)
+        inv = _none_if_iota(_inverse(cat, len(bodies)), len(bodies))
+        levels.append(Level(bodies, parent_pos, to_parent, tuple(subsets), inv))
         prev_bodies = bodies
-    flat_dof = np.concatenate(flat_dof)
-    level_dof_pos = np.zeros(nv, np.int64)
-    for pos, k in enumerate(flat_dof):
-        if k < nv:
-            level_dof_pos[k] = pos
     level_order = np.concatenate([lv.bodies for lv in levels])
+    level_dofs = np.concatenate(level_dofs + [np.zeros(0, np.int64)])
 
+    dof_body = np.concatenate(
+        [np.full(topo.nvs[i], i, np.int64) for i in range(nb)] + [np.zeros(0, np.int64)]
+    )
     ancestor = np.zeros((nb, nb))
     for i in range(nb):
         k = i
@@ -140,16 +203,37 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
         group_body_inv=np.argsort(order),
         group_q_inv=np.argsort(q_cat) if nq else np.zeros(0, np.int64),
         group_v_inv=np.argsort(v_cat) if nv else np.zeros(0, np.int64),
+        classes=tuple(classes),
+        class_body_inv=_inverse(class_order, nb),
+        zero_bodies=zero_bodies,
+        class_dof_inv=_inverse(class_dofs, nv),
         levels=tuple(levels),
         level_body_inv=np.argsort(level_order),
-        level_dof_pos=level_dof_pos,
-        nv_max=nv_max,
-        body_v_idx=body_v_idx,
-        dof_pos=dof_pos,
+        level_dof_inv=_inverse(level_dofs, nv),
         dof_body=dof_body,
         ancestor=ancestor,
         dof_ancestor=dof_ancestor,
     )
+
+
+def rows(x, idx):
+    """`x[idx]` along the leading axis, or `x` itself when `idx` is None (all rows, in order)."""
+    return x if idx is None else jax.tree.map(lambda a: a[idx], x)
+
+
+def assemble_bodies(p: Plan, per_class: list, like) -> jnp.ndarray:
+    """Per-class rows (n_k, ...) → (nb, ...) in body order; nv-0 bodies get zeros."""
+    parts = list(per_class)
+    if len(p.zero_bodies):
+        parts.append(jnp.zeros((len(p.zero_bodies),) + like.shape[1:], like.dtype))
+    return jnp.concatenate(parts)[p.class_body_inv]
+
+
+def assemble_dofs(p: Plan, per_class: list, dtype) -> jnp.ndarray:
+    """Per-class (n_k, k) values → (nv,) in DOF order."""
+    if not per_class:
+        return jnp.zeros(0, dtype)
+    return jnp.concatenate([x.reshape(-1) for x in per_class])[p.class_dof_inv]
 
 
 def take(tree, idx):
@@ -167,6 +251,18 @@ def stacked_group(model: Model, g: JointGroup):
     if len(joints) == 1:
         return jax.tree.map(lambda x: x[None], joints[0])
     return jax.tree.map(lambda *xs: jnp.stack(xs), *joints)
+
+
+def map_groups(model: Model, fn: Callable, *, q=None, v=None) -> list:
+    """`[vmap(fn)(stacked joints of group g, q_g, [v_g]) for g in plan.groups]`."""
+    p = plan(model)
+    outs = []
+    for g in p.groups:
+        args = [stacked_group(model, g), q[g.q_idx]]
+        if v is not None:
+            args.append(v[g.v_idx])
+        outs.append(jax.vmap(fn)(*args))
+    return outs
 
 
 def map_joints(
