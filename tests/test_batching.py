@@ -46,3 +46,36 @@ def test_batched_bad_axes(batch):
         jd.batched(jd.aba, (None, 1, 0, 0))(model, q, v, tau)
     with pytest.raises(ValueError, match="in_axes"):
         jd.batched(jd.aba, (None, 0))(model, q, v, tau)
+
+
+def test_batched_shards_over_devices():
+    """Run in a subprocess with two CPU devices: sharded `batched` equals `vmap`."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import jax, jax.numpy as jnp, numpy as np, sys
+        jax.config.update("jax_enable_x64", True)
+        sys.path.insert(0, "tests")
+        from trees import random_tree
+        import jointdyn as jd
+        assert len(jax.devices()) == 2
+        m = random_tree(1, nbodies=5)
+        keys = jax.random.split(jax.random.PRNGKey(0), 20)
+        q = jax.vmap(m.random_configuration)(keys)
+        v = jax.random.normal(keys[0], (20, m.nv))
+        ref = jax.vmap(jd.aba, (None, 0, 0, 0))(m, q, v, v)
+        got = jax.jit(jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=4))(m, q, v, v)
+        np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
+        print("ok")
+        """
+    )
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("ok")
