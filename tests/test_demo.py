@@ -1,0 +1,65 @@
+"""The command line, `python -m jointdyn {list,demo}`, run as a user would run it."""
+
+import re
+import subprocess
+import sys
+
+import jointdyn as jd
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "jointdyn", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _residual(stdout: str) -> float:
+    match = re.search(r"max \|rnea\(q, v, aba\(q, v, tau\)\) - tau\| = (\S+)", stdout)
+    assert match, stdout
+    return float(match.group(1))
+
+
+def test_list():
+    out = _run("list")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == list(jd.list_models())
+
+
+def test_help():
+    out = _run("--help")
+    assert out.returncode == 0, out.stderr
+    assert "demo" in out.stdout and "list" in out.stdout
+
+
+def test_demo_default_model():
+    out = _run("demo", "--batch", "8", "--repeats", "2")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout
+    assert "model    quadruped: nq=19 nv=18" in lines
+    assert "bodies   trunk," in lines
+    assert "backend  " in lines
+    assert "dtype    float32, batch 8" in lines
+    assert re.search(r"compile  [\d.]+ s", lines), lines
+    assert re.search(r"us per sample, [\d,]+ samples/s", lines), lines
+    assert "(finite: True)" in lines
+    assert _residual(lines) < 1e-2  # float32
+    assert re.search(r"centre of mass \[.*\] m, total energy T \+ U = -?[\d.]+ J", lines), lines
+
+
+def test_demo_float64():
+    out = _run("demo", "--model", "double_pendulum", "--batch", "4", "--dtype", "float64")
+    assert out.returncode == 0, out.stderr
+    assert "model    double_pendulum: nq=2 nv=2" in out.stdout
+    assert "dtype    float64, batch 4" in out.stdout
+    assert _residual(out.stdout) < 1e-9
+
+
+def test_demo_unknown_model():
+    out = _run("demo", "--model", "no_such_robot")
+    assert out.returncode != 0
+    assert "no_such_robot" in out.stderr
+    for name in jd.list_models():
+        assert name in out.stderr
