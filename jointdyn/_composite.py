@@ -113,6 +113,9 @@ class Composite(AbstractJoint):
 
         Residual `r(q) = [log(R_target R(q)ᵀ); p_target − p(q)]`; each step solves
         `J δ = −r` in least squares with `J = ∂r(q ⊕ δ)/∂δ` and sets `q ← q ⊕ δ`.
+        The step is `δ = −J⁺ r` with the pseudo-inverse, whose derivative stays finite where
+        `J` is rank-deficient (redundant joints, e.g. a Revolute before a Ball); the derivative
+        of `lstsq` goes through an SVD and is NaN there.
         """
         qs, X_rest = [], X_FM
         for j in self.joints:
@@ -128,7 +131,7 @@ class Composite(AbstractJoint):
         def step(_, q):
             r = residual(q)
             J = jax.jacfwd(lambda d: residual(self.integrate(q, d)))(jnp.zeros(self.nv, q.dtype))
-            delta = jnp.linalg.lstsq(J, -r)[0]
+            delta = -jnp.linalg.pinv(J) @ r
             return self.normalize(self.integrate(q, delta))
 
         return jax.lax.fori_loop(0, _FIT_ITERATIONS, step, q0)

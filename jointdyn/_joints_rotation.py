@@ -175,9 +175,16 @@ class SpaceXYZ(AbstractJoint):
         return jnp.zeros(3, self.params.position_lower.dtype)
 
     def integrate(self, q, v):
-        """`R(q') = exp([v]×) R(q)`; the angles of `q'` are unwrapped to lie nearest `q`."""
+        """`R(q') = exp([v]×) R(q)`; the angles of `q'` are unwrapped to lie nearest `q`.
+
+        Every rotation has two angle triples, `(θ₁, θ₂, θ₃)` and `(θ₁ + π, π − θ₂, θ₃ + π)`;
+        `_angles` returns the one with `|θ₂| ≤ π/2`, so the nearer of the two (each unwrapped
+        by 2π) is kept: then `integrate(q, 0) = q` for every `q`, `|θ₂| > π/2` included.
+        """
         ang = self._angles(so3_exp(v) @ self._rotation(q))
-        return ang + 2 * jnp.pi * jnp.round((q - ang) / (2 * jnp.pi))
+        twin = jnp.stack([ang[0] + jnp.pi, jnp.pi - ang[1], ang[2] + jnp.pi])
+        ang, twin = (x + 2 * jnp.pi * jnp.round((q - x) / (2 * jnp.pi)) for x in (ang, twin))
+        return jnp.where(jnp.sum((ang - q) ** 2) <= jnp.sum((twin - q) ** 2), ang, twin)
 
     def difference(self, q0, q1):
         """`log(R(q1) R(q0)ᵀ)`, the `w_FM_F` carrying q0 to q1 in unit time."""

@@ -280,8 +280,13 @@ class Universal(AbstractVectorJoint):
         return _spatial_columns(rot, None, 2, R1.dtype)
 
     def q_from_X_FM(self, X_FM):
-        B = _rotation_basis(self.axis1, self.axis2)
-        return _xyz_body_angles(B.T @ X_FM.R @ B)[:2]
+        """`a₂` is fixed in M and moved by the first pin only: `R_FM a₂ = cos q₀ a₂ +
+        sin q₀ (a₁ × a₂)` gives `q₀` for any `q₁` (an Euler-angle split would lose |q₁| > π/2);
+        then `q₁` is the best rotation about `a₂` fitting `R(a₁, q₀)ᵀ R_FM`."""
+        u = X_FM.R @ self.axis2
+        q0 = jnp.arctan2(jnp.cross(self.axis1, self.axis2) @ u, self.axis2 @ u)
+        R1 = axis_angle_to_rotmat(self.axis1, q0)
+        return jnp.stack([q0, angle_about(self.axis2, R1.T @ X_FM.R)])
 
 
 class Gimbal(AbstractVectorJoint):

@@ -1,0 +1,464 @@
+"""Kinematic and Lie-group identities of every joint class, in float32 and float64.
+
+Each `(joint, dtype)` is evaluated once (`_results`, cached) on a few random states
+(random configurations, `|v| ≤ 1` per entry so rotations stay below π); each test below
+compares two of its outputs. Evaluation is eager: across joints and tests it reuses the
+compiled primitives, which is far cheaper here than compiling one program per case (jit,
+vmap and grad have their own tests in `test_joint_transforms.py`).
+"""
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+from helpers import (
+    JOINT_NAMES,
+    assert_dtype,
+    assert_tree_allclose,
+    make_joint,
+    manifold_residual,
+    np_pose,
+    np_quat_to_rotmat,
+    np_rot,
+    np_state,
+    tol,
+    vee,
+)
+
+import jointdyn as jd
+
+NSTATES = 3
+DTYPES = {"f32": jnp.float32, "f64": jnp.float64}
+
+parametrize_joints = pytest.mark.parametrize("name", JOINT_NAMES)
+parametrize_dtypes = pytest.mark.parametrize("dtype", list(DTYPES), ids=list(DTYPES))
+
+
+def _evaluate(joint, q, q1, v, vdot, F):
+    """Every quantity the identity tests compare, for one state."""
+    zero_v = jnp.zeros_like(v)
+    out = {}
+
+    X = joint.X_FM(q)
+    out["X(q)"] = X.as_matrix()
+    out["X(q1)"] = joint.X_FM(q1).as_matrix()
+    out["X_FM(neutral)"] = joint.X_FM(joint.neutral()).as_matrix()
+
+    # Velocity: V_FM = H_FM v, and the derivative of the pose along q̇ = N(q) v.
+    out["V_FM"] = V = joint.V_FM(q, v)
+    out["H_FM v"] = joint.H_FM(q) @ v
+    qdot = joint.qdot_from_v(q, v)
+    _, dX = jax.jvp(joint.X_FM, (q,), (qdot,))
+    out["dR R^T"] = dX.R @ X.R.T
+    out["[w; dp] along N v"] = jnp.concatenate([vee(dX.R @ X.R.T), dX.p])
+    out["v_from_qdot(qdot_from_v)"] = joint.v_from_qdot(q, qdot)
+
+    # Acceleration: the time derivative of V_FM(q(t), v(t)) along q̇ = N(q) v, v̇ = vdot ...
+    out["A_FM"] = joint.A_FM(q, v, vdot)
+    out["dV_FM/dt"] = jax.jvp(joint.V_FM, (q, v), (qdot, vdot))[1]
+
+    # ... and, independently of H_FM, the first and second derivatives of the pose along
+    # q(t) = q ⊕ (t v + ½ t² vdot), whose velocity is v + t vdot to first order.
+    def pose(t):
+        Xt = joint.X_FM(joint.integrate(q, t * v + 0.5 * t**2 * vdot))
+        return Xt.R, Xt.p
+
+    def dpose(t):
+        return jax.jvp(pose, (t,), (jnp.ones_like(t),))[1]
+
+    t0 = jnp.zeros((), v.dtype)
+    (dR, dp), (ddR, ddp) = jax.jvp(dpose, (t0,), (jnp.ones_like(t0),))
+    out["[w; dp] along integrate"] = jnp.concatenate([vee(dR @ X.R.T), dp])
+    # d/dt(Ṙ Rᵀ) = R̈ Rᵀ + Ṙ Ṙᵀ and the second term is symmetric.
+    out["[dw; ddp] along integrate"] = jnp.concatenate([vee(ddR @ X.R.T), ddp])
+
+    # Power: (H_FMᵀ F)·v = F·(H_FM v).
+    out["tau . v"] = joint.project_force(q, F) @ v
+    out["F . V_FM"] = F @ V
+
+    # Configuration space.
+    q_next = joint.integrate(q, v)
+    out["difference(q, q + v)"] = joint.difference(q, q_next)
+    out["difference(q, q)"] = joint.difference(q, q)
+    out["integrate(q, 0)"] = joint.integrate(q, zero_v)
+    out["residual(q + v)"] = manifold_residual(joint, q_next)
+    out["residual(q)"] = manifold_residual(joint, q)
+
+    out["difference(q, q1)"] = joint.difference(q, q1)
+    for t in (0.0, 0.5, 1.0):
+        qt = joint.interpolate(q, q1, jnp.asarray(t, v.dtype))
+        out[f"X(interpolate {t})"] = joint.X_FM(qt).as_matrix()
+        out[f"difference(q, interpolate {t})"] = joint.difference(q, qt)
+        out[f"residual(interpolate {t})"] = manifold_residual(joint, qt)
+
+    # A point off the manifold: scale and perturb every coordinate.
+    q_off = 1.3 * q + 0.05 * jnp.cos(jnp.arange(joint.nq, dtype=q.dtype))
+    out["normalize(q)"] = joint.normalize(q)
+    out["normalize(q_off)"] = q_n = joint.normalize(q_off)
+    out["normalize(normalize(q_off))"] = joint.normalize(q_n)
+    out["residual(normalize(q_off))"] = manifold_residual(joint, q_n)
+    return out
+
+
+def _fit(joint, R, p):
+    """`X_FM(q_from_X_FM(X))` and the manifold residual of the fitted `q` (vmapped below)."""
+    q_fit = joint.q_from_X_FM(jd.Transform(R, p))
+    return joint.X_FM(q_fit).as_matrix(), manifold_residual(joint, q_fit)
+
+
+@functools.cache
+def _results(name: str, dtype: str) -> dict:
+    joint = make_joint(name, DTYPES[dtype])
+    rng = np.random.default_rng(0)
+    states = [np_state(joint, rng, DTYPES[dtype]) for _ in range(NSTATES)]
+    outs = [_evaluate(joint, *map(jnp.asarray, s)) for s in states]
+    r = {k: np.stack([o[k] for o in outs]) for k in outs[0]}
+    for i, k in enumerate(("q", "q1", "v", "vdot", "F")):
+        r[k] = np.stack([s[i] for s in states])
+    # One vmapped call: Composite's fit runs a lax.fori_loop, compiled once per call.
+    X = r["X(q)"]
+    fit = jax.vmap(_fit, in_axes=(None, 0, 0))(joint, X[:, :3, :3], X[:, :3, 3])
+    r["X(q_from_X_FM(X))"], r["residual(q_from_X_FM)"] = map(np.asarray, fit)
+    return r
+
+
+def _check(name, dtype, a, b, scale=1.0):
+    r = _results(name, dtype)
+    t = tol(DTYPES[dtype])
+    x, y = (r[k] if isinstance(k, str) else k for k in (a, b))
+    what = " vs ".join(k if isinstance(k, str) else "expected" for k in (a, b))
+    assert_tree_allclose(x, y, rtol=t["rtol"] * scale, atol=t["atol"] * scale, what=what)
+
+
+# --------------------------------------------------------------------------------------------
+# poses, velocities, accelerations, forces
+
+
+@parametrize_dtypes
+@parametrize_joints
+def test_X_FM_matches_design(name, dtype):
+    """The pose is the one DESIGN.md's joint table gives (NumPy reference, float64)."""
+    r = _results(name, dtype)
+    joint = make_joint(name)
+    expected = np.stack([np_pose(joint, q) for q in r["q"]])
+    _check(name, dtype, "X(q)", expected)
+
+
+@parametrize_dtypes
+@parametrize_joints
+def test_velocity_is_hinge_times_v(name, dtype):
+    _check(name, dtype, "V_FM", "H_FM v")
+
+
+@parametrize_dtypes
+@parametrize_joints
+def test_velocity_is_pose_derivative(name, dtype):
+    r = _results(name, dtype)
+    W = r["dR R^T"]
+    # Ṙ Rᵀ is skew-symmetric: the derivative is tangent to SO(3) ...
+    _check(name, dtype, W, -np.swapaxes(W, -1, -2))
+    # ... and [vee(Ṙ Rᵀ); ṗ] along q̇ = N(q) v (or q ⊕ t v) is V_FM.
+    _check(name, dtype, "[w; dp] along N v", "V_FM")
+    _check(name, dtype, "[w; dp] along integrate", "V_FM")
+
+
+@parametrize_dtypes
+@parametrize_joints
+def test_acceleration_is_velocity_derivative(name, dtype):
+    _check(name, dtype, "A_FM", "dV_FM/dt")
+    _check(name, dtype, "A_FM", "[dw; ddp] along integrate", scale=10)
+
+
+@parametrize_dtypes
+@parametrize_joints
+def test_power_identity(name, dtype):
+    _check(name, dtype, "tau . v", "F . V_FM")
+
+
+@parametrize_dtypes
+@parametrize_joints
+def test_kinematic_map_round_trip(name, dtype):
+    _check(name, dtype, "v_from_qdot(qdot_from_v)", "v")
+
+
+# --------------------------------------------------------------------------------------------
+# configuration space
+
+
+@parametrize_dtypes
+@parametrize_joints
+def test_neutral_is_identity(name, dtype):
+    r = _results(name, dtype)
+    _check(name, dtype, r["X_FM(neutral)"], np.broadcast_to(np.eye(4), r["X_FM(neutral)"].shape))
+    joint = make_joint(name, DTYPES[dtype])
+    assert joint.neutral().shape == (joint.nq,)
+    assert_tree_allclose(joint.params.default_position, joint.neutral(), what="default_position")
+
+
+@parametrize_dtypes
+@parametrize_joints
+def test_integrate_difference(name, dtype):
+    r = _results(name, dtype)
+    _check(name, dtype, "difference(q, q + v)", "v")
+    _check(name, dtype, "difference(q, q)", np.zeros_like(r["v"]))
+    _check(name, dtype, "integrate(q, 0)", "q")
+    _check(name, dtype, "residual(q + v)", np.zeros_like(r["residual(q + v)"]))
+
+
+@parametrize_dtypes
+@parametrize_joints
+def test_interpolate(name, dtype):
+    r = _results(name, dtype)
+    _check(name, dtype, "X(interpolate 0.0)", "X(q)")
+    _check(name, dtype, "X(interpolate 1.0)", "X(q1)")
+    _check(name, dtype, "difference(q, interpolate 0.0)", np.zeros_like(r["v"]))
+    _check(name, dtype, "difference(q, interpolate 1.0)", "difference(q, q1)")
+    _check(name, dtype, "difference(q, interpolate 0.5)", 0.5 * r["difference(q, q1)"])
+    for t in (0.0, 0.5, 1.0):
+        res = r[f"residual(interpolate {t})"]
+        _check(name, dtype, res, np.zeros_like(res))
+
+
+@parametrize_dtypes
+@parametrize_joints
+def test_q_from_X_FM_reproduces_pose(name, dtype):
+    r = _results(name, dtype)
+    _check(name, dtype, "X(q_from_X_FM(X))", "X(q)", scale=10)
+    _check(name, dtype, "residual(q_from_X_FM)", np.zeros_like(r["residual(q_from_X_FM)"]))
+
+
+@parametrize_dtypes
+@parametrize_joints
+def test_normalize(name, dtype):
+    r = _results(name, dtype)
+    _check(name, dtype, "normalize(q)", "q")
+    _check(name, dtype, "normalize(normalize(q_off))", "normalize(q_off)")
+    res = r["residual(normalize(q_off))"]
+    _check(name, dtype, res, np.zeros_like(res))
+    _check(name, dtype, "residual(q)", np.zeros_like(r["residual(q)"]))
+
+
+@parametrize_dtypes
+@parametrize_joints
+def test_output_dtype(name, dtype):
+    r = _results(name, dtype)
+    assert_dtype(r, DTYPES[dtype])
+    assert_dtype(make_joint(name, DTYPES[dtype]).neutral(), DTYPES[dtype])
+
+
+# --------------------------------------------------------------------------------------------
+# random configurations
+
+NSAMPLES = 128
+LIMITS = (-0.3, 0.5)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _random_configurations(joint, key, n):
+    """`n` samples and their distance from the manifold (one compilation per joint)."""
+    q = jax.vmap(joint.random_configuration)(jr.split(key, n))
+    return q, jax.vmap(lambda qk: manifold_residual(joint, qk))(q)
+
+
+def _angular_mask(joint) -> np.ndarray:
+    """Which coordinates are angles (sampled in ±π when unbounded; translations in ±1)."""
+    if isinstance(joint, jd.Composite):
+        return np.concatenate([_angular_mask(j) for j in joint.joints])
+    angles = {
+        jd.Revolute: [True],
+        jd.Prismatic: [False],
+        jd.Screw: [True],
+        jd.Cylindrical: [True, False],
+        jd.Universal: [True, True],
+        jd.Gimbal: [True, True, True],
+        jd.SpaceXYZ: [True, True, True],
+        jd.Planar: [False, False, True],
+        jd.Translational: [False, False, False],
+        jd.Free: [False] * 7,  # quaternion entries are checked by their norm
+    }
+    return np.array(angles.get(type(joint), [False] * joint.nq), dtype=bool)
+
+
+@parametrize_joints
+def test_random_configuration_unbounded(name):
+    joint = make_joint(name)
+    q, res = map(np.asarray, _random_configurations(joint, jr.PRNGKey(1), NSAMPLES))
+    assert q.shape == (NSAMPLES, joint.nq)
+    assert_tree_allclose(res, np.zeros_like(res), atol=1e-12, what="manifold residual")
+    # Unbounded coordinates: angles within ±π and translations within ±1.
+    free = np.ones(joint.nq, bool)
+    if isinstance(joint, jd.Ball | jd.RevoluteUnbounded):
+        free[:] = False
+    if isinstance(joint, jd.Free):
+        free[:4] = False
+    if isinstance(joint, jd.Composite):
+        free = np.concatenate(
+            [np.full(j.nq, not isinstance(j, jd.Ball | jd.RevoluteUnbounded)) for j in joint.joints]
+        )
+    bound = np.where(_angular_mask(joint), np.pi, 1.0)[free]
+    assert np.all(np.abs(q[:, free]) <= bound)
+    # ... and spread over that range, not stuck at one value.
+    assert np.all(np.ptp(q[:, free], axis=0) > bound)
+    if isinstance(joint, jd.Ball | jd.Free):
+        # Uniform rotations: the mean rotation matrix of many samples is near zero.
+        R = np.stack([np_quat_to_rotmat(qk[:4]) for qk in q])
+        assert np.max(np.abs(np.mean(R, axis=0))) < 0.25
+
+
+@parametrize_joints
+def test_random_configuration_respects_limits(name):
+    joint = make_joint(name, limits=LIMITS)
+    lower = np.asarray(joint.params.position_lower)
+    limited = np.isfinite(lower)
+    if not isinstance(joint, jd.Weld | jd.Ball | jd.RevoluteUnbounded):
+        assert limited.any()
+    q, res = map(np.asarray, _random_configurations(joint, jr.PRNGKey(2), NSAMPLES))
+    lo, hi = LIMITS
+    assert np.all(q[:, limited] >= lo) and np.all(q[:, limited] <= hi)
+    if limited.any():
+        assert np.all(q[:, limited].min(0) < lo + 0.1) and np.all(q[:, limited].max(0) > hi - 0.1)
+    assert_tree_allclose(res, np.zeros_like(res), atol=1e-12, what="manifold residual")
+
+
+@pytest.mark.parametrize("name", ["cylindrical", "space_xyz", "composite_ru"])
+def test_random_configuration_explicit_bounds(name, getkey):
+    joint = make_joint(name)
+    lower = np.linspace(-1.0, 0.2, joint.nq)
+    upper = lower + 0.25
+    q = jax.vmap(lambda k: joint.random_configuration(k, lower, upper))(jr.split(getkey(), 64))
+    assert np.all(q >= lower) and np.all(q <= upper)
+
+
+# --------------------------------------------------------------------------------------------
+# passive forces
+
+
+def test_passive_damping_and_friction():
+    joint = jd.Cylindrical((1.0, 2.0, 2.0), damping=[0.3, 0.9], friction=[0.5, 0.2])
+    q = jnp.array([0.1, -0.2])
+    for v in ([1.5, -2.0], [-0.25, 0.75]):
+        v = jnp.array(v)
+        expected = -jnp.array([0.3, 0.9]) * v - jnp.array([0.5, 0.2]) * jnp.sign(v)
+        assert_tree_allclose(joint.passive_force(q, v), expected, atol=1e-12)
+    # No friction force at rest.
+    assert_tree_allclose(joint.passive_force(q, jnp.zeros(2)), jnp.zeros(2), atol=0)
+
+
+@pytest.mark.parametrize("cls", [jd.Revolute, jd.Prismatic, jd.Screw])
+def test_passive_limit_stop_one_dof(cls):
+    k, b = 100.0, 2.0
+    joint = cls(position_lower=-0.5, position_upper=0.5, stop_stiffness=k, stop_damping=b)
+
+    def tau(q, v):
+        return float(joint.passive_force(jnp.array([q]), jnp.array([v]))[0])
+
+    # Inside the limits: no force whatever the velocity.
+    for q, v in [(0.0, 0.0), (0.49, 3.0), (-0.49, -3.0)]:
+        assert tau(q, v) == 0.0
+    # Above the upper limit: spring pushes back, damper resists moving further out.
+    assert tau(0.6, 0.0) == pytest.approx(-k * 0.1)
+    assert tau(0.6, 1.0) == pytest.approx(-k * 0.1 - b * 1.0)
+    assert tau(0.6, -1.0) == pytest.approx(-k * 0.1 + b * 1.0)
+    # Moving back in fast: the spring-damper would pull outwards; a stop never pulls.
+    assert tau(0.6, -10.0) == 0.0
+    # Below the lower limit: mirror image.
+    assert tau(-0.6, 0.0) == pytest.approx(k * 0.1)
+    assert tau(-0.6, -1.0) == pytest.approx(k * 0.1 + b * 1.0)
+    assert tau(-0.6, 10.0) == 0.0
+
+
+def test_passive_limit_stop_cylindrical():
+    k, b, d = jnp.array([50.0, 200.0]), jnp.array([1.0, 3.0]), jnp.array([0.1, 0.2])
+    joint = jd.Cylindrical(
+        (0.0, 1.0, 0.0),
+        position_lower=[-1.0, 0.0],
+        position_upper=[1.0, 0.3],
+        stop_stiffness=k,
+        stop_damping=b,
+        damping=d,
+    )
+    q = jnp.array([1.2, -0.05])  # angle above its upper limit, displacement below its lower
+    v = jnp.array([0.5, 0.4])
+    expected = jnp.array([-50.0 * 0.2 - 1.0 * 0.5, 200.0 * 0.05 - 3.0 * 0.4]) - d * v
+    assert_tree_allclose(joint.passive_force(q, v), expected, atol=1e-12)
+    q_in = jnp.array([0.5, 0.1])
+    assert_tree_allclose(joint.passive_force(q_in, v), -d * v, atol=1e-12)
+
+
+def test_passive_limit_stop_space_xyz_power():
+    """Stops act on angles; mapped by N(q)ᵀ they do the same power with v as with q̇."""
+    k, b = 30.0, 0.5
+    joint = jd.SpaceXYZ(position_lower=-0.5, position_upper=0.5, stop_stiffness=k, stop_damping=b)
+    q = jnp.array([0.7, 0.2, -0.9])  # θ₁ above, θ₃ below, θ₂ inside
+    v = jnp.array([0.3, -0.2, 0.4])
+    qdot = joint.qdot_from_v(q, v)
+    f = jnp.array(
+        [min(0.0, -k * 0.2 - b * float(qdot[0])), 0.0, max(0.0, -k * (-0.4) - b * float(qdot[2]))]
+    )
+    N = jax.jacfwd(joint.qdot_from_v, argnums=1)(q, v)
+    tau = joint.passive_force(q, v)
+    assert_tree_allclose(tau, N.T @ f, atol=1e-12)
+    assert float(tau @ v) == pytest.approx(float(f @ qdot))
+
+
+# --------------------------------------------------------------------------------------------
+# SpaceXYZ specifics
+
+
+def test_space_xyz_singularity_raises():
+    joint = jd.SpaceXYZ(check_singularity=True)
+    qdot = jax.jit(lambda j, q, v: j.qdot_from_v(q, v))
+    v = jnp.array([0.1, 0.2, 0.3])
+    qdot(joint, jnp.array([0.3, 1.0, -0.2]), v).block_until_ready()  # regular: no error
+    with pytest.raises(Exception, match="cos"):
+        qdot(joint, jnp.array([0.3, np.pi / 2, -0.2]), v).block_until_ready()
+
+
+def test_space_xyz_unchecked_near_singularity():
+    joint = jd.SpaceXYZ(check_singularity=False)
+    q = jnp.array([0.3, np.arccos(1e-4), -0.2])  # |cos θ₂| = 1e-4, inside the checked band
+    v = jnp.array([0.1, 0.2, 0.3])
+    qdot = jax.jit(lambda j, q, v: j.qdot_from_v(q, v))(joint, q, v)
+    assert np.all(np.isfinite(qdot))
+    assert_tree_allclose(joint.v_from_qdot(q, qdot), v, rtol=1e-8, atol=1e-8)
+    checked = jd.SpaceXYZ(check_singularity=True)
+    with pytest.raises(Exception, match="cos"):
+        jax.jit(lambda j, q, v: j.qdot_from_v(q, v))(checked, q, v).block_until_ready()
+
+
+def test_space_xyz_q_from_non_orthogonal_matrix():
+    rng = np.random.default_rng(3)
+    angles = np.array([0.4, -0.7, 2.1])
+    R = np_rot([0, 0, 1], angles[2]) @ np_rot([0, 1, 0], angles[1]) @ np_rot([1, 0, 0], angles[0])
+    A = R + 1e-3 * rng.normal(size=(3, 3))
+    U, _, Vt = np.linalg.svd(A)
+    nearest = U @ Vt  # orthogonal polar factor: the nearest rotation
+    joint = jd.SpaceXYZ()
+    q = joint.q_from_X_FM(jd.Transform(A, np.zeros(3)))
+    assert_tree_allclose(joint.X_FM(q).R, nearest, atol=1e-12)
+    assert np.max(np.abs(np.asarray(q) - angles)) < 1e-2  # close to, not equal to, the angles
+
+
+def test_space_xyz_integrate_keeps_branch():
+    """Angles with |θ₂| > π/2 are as valid as their twin (θ₁ ± π, π − θ₂, θ₃ ± π)."""
+    joint = jd.SpaceXYZ()
+    q = jnp.array([0.3, 2.5, -0.4])
+    assert_tree_allclose(joint.integrate(q, jnp.zeros(3)), q, atol=1e-12)
+    v = jnp.array([1e-3, -2e-3, 1e-3])
+    assert np.max(np.abs(joint.integrate(q, v) - q)) < 1e-2
+    assert_tree_allclose(joint.interpolate(q, q, 0.5), q, atol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# astype
+
+
+@parametrize_joints
+def test_astype_float32_leaves(name):
+    joint = make_joint(name, jnp.float32)
+    leaves = jax.tree.leaves(eqx.filter(joint, eqx.is_inexact_array))
+    assert leaves and all(x.dtype == jnp.float32 for x in leaves)
