@@ -148,11 +148,17 @@ class Model(eqx.Module):
         return map_joints(self, lambda j: j.neutral(), q_out=True)
 
     @eqx.filter_jit
-    def default_position(self) -> Float[Array, " nq"]:
-        """Concatenation of each joint's `params.default_position`."""
+    def _joint_param(self, name: str) -> Array:
+        """The joints' `params.<name>` concatenated into a q- or v-sized vector."""
         from ._traversal import map_joints
 
-        return map_joints(self, lambda j: j.params.default_position, q_out=True)
+        q_sized = name in ("position_lower", "position_upper", "default_position")
+        fn = lambda j: getattr(j.params, name)  # noqa: E731
+        return map_joints(self, fn, q_out=q_sized, v_out=not q_sized)
+
+    def default_position(self) -> Float[Array, " nq"]:
+        """Concatenation of each joint's `params.default_position`."""
+        return self._joint_param("default_position")
 
     @eqx.filter_jit
     def integrate(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, " nq"]:
@@ -197,29 +203,21 @@ class Model(eqx.Module):
             q_out=True,
         )
 
-    @eqx.filter_jit
     def position_lower(self) -> Float[Array, " nq"]:
-        from ._traversal import map_joints
+        """Concatenation of each joint's `params.position_lower`."""
+        return self._joint_param("position_lower")
 
-        return map_joints(self, lambda j: j.params.position_lower, q_out=True)
-
-    @eqx.filter_jit
     def position_upper(self) -> Float[Array, " nq"]:
-        from ._traversal import map_joints
+        """Concatenation of each joint's `params.position_upper`."""
+        return self._joint_param("position_upper")
 
-        return map_joints(self, lambda j: j.params.position_upper, q_out=True)
-
-    @eqx.filter_jit
     def velocity_limit(self) -> Float[Array, " nv"]:
-        from ._traversal import map_joints
+        """Concatenation of each joint's `params.velocity_limit`."""
+        return self._joint_param("velocity_limit")
 
-        return map_joints(self, lambda j: j.params.velocity_limit, v_out=True)
-
-    @eqx.filter_jit
     def effort_limit(self) -> Float[Array, " nv"]:
-        from ._traversal import map_joints
-
-        return map_joints(self, lambda j: j.params.effort_limit, v_out=True)
+        """Concatenation of each joint's `params.effort_limit`."""
+        return self._joint_param("effort_limit")
 
     def total_mass(self) -> Float[Array, ""]:
         return jnp.sum(self.inertias.mass)
