@@ -13,7 +13,6 @@ import functools
 
 import equinox as eqx
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
@@ -67,17 +66,20 @@ _evaluate = jax.jit(
 @functools.cache
 def _case(name):
     """The joint (with damping and friction, so that passive_force depends on parameters), a
-    batch of states, the eager methods at the first state, and the loss weights."""
+    batch of states, the eager methods at the first state, and the loss weights.
+
+    Everything outside the library calls is NumPy: eager JAX glue (slicing, stacking) would
+    compile one small program per shape."""
     joint = make_joint(name)
     rng = np.random.default_rng(1)
     damping = rng.uniform(0.1, 1.0, joint.nv)
     friction = rng.uniform(0.1, 1.0, joint.nv)
     joint = _set_passive(joint, damping, friction)
-    keys = jr.split(jr.PRNGKey(0), NBATCH)
-    states = [tuple(map(jnp.asarray, np_state(joint, rng))) for _ in range(NBATCH)]
-    eager = _methods(joint, keys[0], *states[0])
+    keys = np.asarray(jr.split(jr.PRNGKey(0), NBATCH))
+    states = [np_state(joint, rng) for _ in range(NBATCH)]
+    eager = _numpy(_methods(joint, *map(jnp.asarray, (keys[0], *states[0]))))
     weights = {
-        k: jnp.asarray(rng.normal(size=np.shape(x)))
+        k: rng.normal(size=np.shape(x))
         for k, x in eager.items()
         if k not in ("neutral", "random_configuration")
     }
@@ -94,8 +96,32 @@ def _set_passive(joint, damping, friction):
     return eqx.tree_at(lambda j: j.params.friction, joint, jnp.asarray(friction))
 
 
-def _stack(trees):
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+def _numpy(tree):
+    return jax.tree.map(np.asarray, tree)
+
+
+def _evaluate_batch(joint, keys, states, weights):
+    """`_evaluate` on a list of `NBATCH` states, as NumPy."""
+    batch = tuple(np.stack(xs) for xs in zip(*states, strict=True))
+    return _numpy(_evaluate((joint, batch), keys, weights))
+
+
+def _params_flat(joint) -> np.ndarray:
+    """The joint's inexact array leaves, raveled into one vector."""
+    leaves = jax.tree.leaves(eqx.filter(joint, eqx.is_inexact_array))
+    return np.concatenate([np.ravel(x) for x in leaves])
+
+
+def _params_moved(joint, d: np.ndarray):
+    """The joint with its inexact array leaves moved by `d` (laid out as `_params_flat`)."""
+    params, static = eqx.partition(joint, eqx.is_inexact_array)
+    leaves, treedef = jax.tree.flatten(params)
+    sizes = np.cumsum([np.size(x) for x in leaves])[:-1]
+    moved = [
+        np.asarray(x) + dx.reshape(np.shape(x))
+        for x, dx in zip(leaves, np.split(d, sizes), strict=True)
+    ]
+    return eqx.combine(jax.tree.unflatten(treedef, moved), static)
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,12 +133,12 @@ def test_jit_vmap(name):
     """`jit(vmap(method))`: its first batch element equals the eager method, and permuting the
     batch permutes the results (no cross-talk between batch elements)."""
     joint, keys, states, eager, weights = _case(name)
-    (_, batched), _ = _evaluate((joint, _stack(states)), keys, weights)
-    first = jax.tree.map(lambda x: x[0], batched)
+    (_, batched), _ = _evaluate_batch(joint, keys, states, weights)
+    first = {k: x[0] for k, x in batched.items()}
     assert_tree_allclose(first, eager, rtol=1e-10, atol=1e-10, what="jit(vmap) vs eager")
-    perm = np.array([2, 0, 1])
-    (_, permuted), _ = _evaluate((joint, _stack([states[i] for i in perm])), keys[perm], weights)
-    expected = jax.tree.map(lambda x: x[perm], batched)
+    perm = [2, 0, 1]
+    (_, permuted), _ = _evaluate_batch(joint, keys[perm], [states[i] for i in perm], weights)
+    expected = {k: x[perm] for k, x in batched.items()}
     assert_tree_allclose(permuted, expected, rtol=1e-12, atol=1e-12, what="permuted batch")
     if joint.nq:  # the states differ, so the check above means something
         assert not tree_allclose(batched["integrate"][0], batched["integrate"][1])
@@ -125,38 +151,32 @@ def test_jit_vmap(name):
 def _check_gradients(joint, keys, state, weights, rng):
     """The gradient of the loss w.r.t. the state and the joint's parameters is finite and
     matches central differences along random directions."""
-    params, static = eqx.partition(joint, eqx.is_inexact_array)
-    flat, unflatten = jax.flatten_util.ravel_pytree(params)
+    flat = _params_flat(joint)
     finite = np.isfinite(flat)  # infinite limits stay infinite under a finite step
-
-    def evaluate(joint, states):
-        return _evaluate((joint, _stack(states)), keys, weights)
-
     for _ in range(2):
         d = [rng.normal(size=x.shape) for x in state]
         moved = [
-            tuple(x + sign * FD_STEP * dx for x, dx in zip(state, d, strict=True))
-            for sign in (1, -1)
+            tuple(x + s * FD_STEP * dx for x, dx in zip(state, d, strict=True)) for s in (1, -1)
         ]
-        (loss, _), (g_joint, g_state) = evaluate(joint, [state, *moved])
+        (loss, _), (g_joint, g_state) = _evaluate_batch(joint, keys, [state, *moved], weights)
         # Exactly at `state` (batch element 0): finite gradients ...
         for name, g in zip(INPUTS, g_state, strict=True):
             assert np.all(np.isfinite(g[0])), f"non-finite gradient w.r.t. {name}: {g[0]}"
-        g_joint = jax.tree.map(lambda g: g[0], eqx.filter(g_joint, eqx.is_inexact_array))
-        g_flat = jax.flatten_util.ravel_pytree(g_joint)[0]
+        g_joint = jax.tree.map(lambda g: g[0], g_joint)
+        g_flat = _params_flat(g_joint)
         assert g_flat.shape == flat.shape and np.all(np.isfinite(g_flat))
         assert np.all(g_flat[~finite] == 0)
         # ... equal to central differences (elements 1 and 2) along d ...
-        ad = sum(jnp.vdot(g[0], dx) for g, dx in zip(g_state, d, strict=True))
+        ad = sum(np.vdot(g[0], dx) for g, dx in zip(g_state, d, strict=True))
         fd = (loss[1] - loss[2]) / (2 * FD_STEP)
         assert_tree_allclose(ad, fd, rtol=1e-6, atol=1e-6, what="state: AD vs FD")
         # ... and along a direction in parameter space.
         dp = np.where(finite, rng.normal(size=flat.shape), 0.0)
         loss_pm = [
-            evaluate(eqx.combine(unflatten(flat + sign * FD_STEP * dp), static), [state] * 3)[0][0]
-            for sign in (1, -1)
+            _evaluate_batch(_params_moved(joint, s * FD_STEP * dp), keys, [state] * 3, weights)
+            for s in (1, -1)
         ]
-        fd = (loss_pm[0][0] - loss_pm[1][0]) / (2 * FD_STEP)
+        fd = (loss_pm[0][0][0][0] - loss_pm[1][0][0][0]) / (2 * FD_STEP)
         assert_tree_allclose(g_flat @ dp, fd, rtol=1e-6, atol=1e-6, what="params: AD vs FD")
     return g_joint
 
@@ -175,8 +195,8 @@ def test_grad_at_neutral(name):
     """At q = q1 = neutral (identity quaternion, zero angles) and v = vdot = 0."""
     joint, keys, states, _, weights = _case(name)
     # Coulomb friction jumps at v = 0: leave it out here (damping stays).
-    joint = _set_passive(joint, joint.params.damping, jnp.zeros(joint.nv))
-    q0, zero, F = joint.neutral(), jnp.zeros(joint.nv), states[0][4]
+    joint = _set_passive(joint, np.asarray(joint.params.damping), np.zeros(joint.nv))
+    q0, zero, F = np.asarray(joint.neutral()), np.zeros(joint.nv), states[0][4]
     _check_gradients(joint, keys, (q0, q0, zero, zero, F), weights, np.random.default_rng(3))
 
 
