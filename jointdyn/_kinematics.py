@@ -59,8 +59,7 @@ def _poses(model: Model, p: Plan, X_PB: Transform) -> Transform:
             X = take(prev, lv.parent_pos) @ X
         levels_out.append(X)
         prev = X
-    cat = jax.tree.map(lambda *xs: jnp.concatenate(xs), *levels_out)
-    return take(cat, p.level_body_inv)
+    return take(concat(levels_out), p.level_body_inv)
 
 
 def _local_terms(j, qj, vj=None):

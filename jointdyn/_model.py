@@ -8,7 +8,6 @@ hashable `Topology`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
 import equinox as eqx
 import jax
@@ -107,22 +106,13 @@ class Model(eqx.Module):
         return self.topology.frame_names
 
     def _joint_index(self, name: str) -> int:
-        try:
-            return self.topology.joint_names.index(name)
-        except ValueError:
-            raise KeyError(f"no joint named {name!r}; joints are {self.joint_names}") from None
+        return _index(self.topology.joint_names, name, "joint")
 
     def body_index(self, name: str) -> int:
-        try:
-            return self.topology.body_names.index(name)
-        except ValueError:
-            raise KeyError(f"no body named {name!r}; bodies are {self.body_names}") from None
+        return _index(self.topology.body_names, name, "body")
 
     def frame_index(self, name: str) -> int:
-        try:
-            return self.topology.frame_names.index(name)
-        except ValueError:
-            raise KeyError(f"no frame named {name!r}; frames are {self.frame_names}") from None
+        return _index(self.topology.frame_names, name, "frame")
 
     def joint(self, name: str) -> AbstractJoint:
         return self.joints[self._joint_index(name)]
@@ -221,6 +211,14 @@ class Model(eqx.Module):
 
     def total_mass(self) -> Float[Array, ""]:
         return jnp.sum(self.inertias.mass)
+
+
+def _index(names: tuple[str, ...], name: str, what: str) -> int:
+    """Position of `name` in `names`; `KeyError` listing the names otherwise."""
+    try:
+        return names.index(name)
+    except ValueError:
+        raise KeyError(f"no {what} named {name!r}; {what} names are {names}") from None
 
 
 def _as_transform(X: Transform | None, name: str) -> Transform:
@@ -393,8 +391,3 @@ def check_rotational_inertia(I: np.ndarray, where: str, tol: float = 1e-10) -> N
         raise ValueError(
             f"{where}: principal moments {ev} break the triangle inequality (I1 + I2 >= I3)"
         )
-
-
-def stack_joints(joints: Sequence[AbstractJoint]):
-    """Stack joints of one class (same tree structure) into one joint with batched leaves."""
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *joints)

@@ -200,15 +200,15 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
 
     return Plan(
         groups=tuple(groups),
-        group_body_inv=np.argsort(order),
-        group_q_inv=np.argsort(q_cat) if nq else np.zeros(0, np.int64),
-        group_v_inv=np.argsort(v_cat) if nv else np.zeros(0, np.int64),
+        group_body_inv=_inverse(order, nb),
+        group_q_inv=_inverse(q_cat, nq),
+        group_v_inv=_inverse(v_cat, nv),
         classes=tuple(classes),
         class_body_inv=_inverse(class_order, nb),
         zero_bodies=zero_bodies,
         class_dof_inv=_inverse(class_dofs, nv),
         levels=tuple(levels),
-        level_body_inv=np.argsort(level_order),
+        level_body_inv=_inverse(level_order, nb),
         level_dof_inv=_inverse(level_dofs, nv),
         dof_body=dof_body,
         ancestor=ancestor,
@@ -253,12 +253,14 @@ def stacked_group(model: Model, g: JointGroup):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *joints)
 
 
-def map_groups(model: Model, fn: Callable, *, q=None, v=None) -> list:
-    """`[vmap(fn)(stacked joints of group g, q_g, [v_g]) for g in plan.groups]`."""
-    p = plan(model)
+def map_groups(model: Model, fn: Callable, *, per_body=None, q=None, q2=None, v=None) -> list:
+    """`[vmap(fn)(stacked joints of g, [per_body_g], [q_g], [q2_g], [v_g]) for g in groups]`."""
     outs = []
-    for g in p.groups:
-        args = [stacked_group(model, g), q[g.q_idx]]
+    for g in plan(model).groups:
+        args = [stacked_group(model, g)]
+        if per_body is not None:
+            args.append(take(per_body, g.bodies))
+        args += [x[g.q_idx] for x in (q, q2) if x is not None]
         if v is not None:
             args.append(v[g.v_idx])
         outs.append(jax.vmap(fn)(*args))
@@ -282,17 +284,7 @@ def map_joints(
     otherwise they are returned stacked along a leading body axis, in body order.
     """
     p = plan(model)
-    outs = []
-    for g in p.groups:
-        args = [stacked_group(model, g)]
-        if per_body is not None:
-            args.append(take(per_body, g.bodies))
-        for x in (q, q2):
-            if x is not None:
-                args.append(x[g.q_idx])
-        if v is not None:
-            args.append(v[g.v_idx])
-        outs.append(jax.vmap(fn)(*args))
+    outs = map_groups(model, fn, per_body=per_body, q=q, q2=q2, v=v)
     if q_out or v_out:
         flat = jnp.concatenate([o.reshape(-1) for o in outs])
         return flat[p.group_q_inv if q_out else p.group_v_inv]
