@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-CPU_CHUNK_SIZE = 64
+CPU_CHUNK_SIZE = 32
 
 
 def batched(

@@ -21,7 +21,7 @@ from ._kinematics import (
     joint_terms,
     world_inertias,
 )
-from ._linalg import spd_inverse
+from ._linalg import matmul, matvec, rmatvec, spd_inverse
 from ._misc import astype
 from ._model import Model
 from ._spatial import force_cross, motion_cross
@@ -170,19 +170,19 @@ def aba(
         for s in lv.subsets:
             IAs, pAs, cs = rows(IA, s.level_pos), rows(pA, s.level_pos), c[s.bodies]
             if s.nv == 0:  # a weld passes its inertia on unchanged
-                parts.append((IAs, pAs + jnp.einsum("bxy,by->bx", IAs, cs)))
+                parts.append((IAs, pAs + matvec(IAs, cs)))
                 saved[li].append(None)
                 continue
             S = rows(t.S[s.cls], s.class_pos)
-            U = IAs @ S
-            D = jnp.swapaxes(S, 1, 2) @ U
-            u = tau[s.dof_idx] - jnp.einsum("bxk,bx->bk", S, pAs)
+            U = matmul(IAs, S)
+            D = matmul(jnp.swapaxes(S, 1, 2), U)
+            u = tau[s.dof_idx] - rmatvec(S, pAs)
             Dinv = 1.0 / D if s.nv == 1 else spd_inverse(D)
             saved[li].append((S, U, Dinv, u))
             if li > 0:
-                UDinv = U @ Dinv
-                Ia = IAs - UDinv @ jnp.swapaxes(U, 1, 2)
-                pa = pAs + jnp.einsum("bxy,by->bx", Ia, cs) + jnp.einsum("bxk,bk->bx", UDinv, u)
+                UDinv = matmul(U, Dinv)
+                Ia = IAs - matmul(UDinv, jnp.swapaxes(U, 1, 2))
+                pa = pAs + matvec(Ia, cs) + matvec(UDinv, u)
                 parts.append((Ia, pa))
         if li == 0:
             break
@@ -204,9 +204,9 @@ def aba(
                 continue
             S, U, Dinv, u = sv
             a_s = rows(a, s.level_pos)
-            qdd = jnp.einsum("bkl,bl->bk", Dinv, u - jnp.einsum("bxk,bx->bk", U, a_s))
+            qdd = matvec(Dinv, u - rmatvec(U, a_s))
             qdd_parts.append(qdd.reshape(-1))
-            da.append(jnp.einsum("bxk,bk->bx", S, qdd))
+            da.append(matvec(S, qdd))
         a_prev = a + rows(jnp.concatenate(da), lv.subset_inv)
     return jnp.concatenate(qdd_parts)[p.level_dof_inv]
 

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._linalg import matmul, matvec, rmatvec
 from ._misc import astype
 from ._model import Model
 from ._spatial import Transform, motion_cross, skew
@@ -44,22 +45,24 @@ class JointTerms(eqx.Module):
 
 def _shift_columns(R_WF, p_WM, H):
     """Columns of `H` (in F, at Mo) to world Plücker: `[R w; R v + p × (R w)]`."""
-    w = jnp.einsum("bij,bjk->bik", R_WF, H[:, :3])
-    v = jnp.einsum("bij,bjk->bik", R_WF, H[:, 3:]) + jnp.cross(p_WM[:, :, None], w, axis=1)
+    w = matmul(R_WF, H[:, :3])
+    v = matmul(R_WF, H[:, 3:]) + jnp.cross(p_WM[:, :, None], w, axis=1)
     return jnp.concatenate([w, v], 1)
 
 
-def _poses(model: Model, p: Plan, X_PB: Transform) -> Transform:
-    """`X_WB` by depth level: `X_WB = X_WP · X_PB`, parents gathered from the level above."""
-    levels_out = []
+def _poses(p: Plan, X_PF: Transform, X_FB: Transform) -> tuple[Transform, Transform]:
+    """`X_WF = X_WP · X_PF` and `X_WB = X_WF · X_FB` by depth level, parents gathered from the
+    level above. Returns `(X_WF, X_WB)` in body order."""
+    F_out, B_out = [], []
     prev = None
     for lv in p.levels:
-        X = take(X_PB, lv.bodies)
+        X_WF = take(X_PF, lv.bodies)
         if prev is not None:
-            X = take(prev, lv.parent_pos) @ X
-        levels_out.append(X)
-        prev = X
-    return take(concat(levels_out), p.level_body_inv)
+            X_WF = take(prev, lv.parent_pos) @ X_WF
+        prev = X_WF @ take(X_FB, lv.bodies)
+        F_out.append(X_WF)
+        B_out.append(prev)
+    return tuple(take(concat(x), p.level_body_inv) for x in (F_out, B_out))
 
 
 def _local_terms(j, qj, vj=None):
@@ -69,9 +72,9 @@ def _local_terms(j, qj, vj=None):
     H = j.H_FM(qj)
     if vj is None:
         return X, H
-    V = H @ vj
+    V = matvec(H, vj)
     zero = jnp.zeros(3, V.dtype)
-    c = j.Hdot_FM(qj, vj) @ vj - jnp.concatenate([zero, jnp.cross(V[:3], V[3:])])
+    c = matvec(j.Hdot_FM(qj, vj), vj) - jnp.concatenate([zero, jnp.cross(V[:3], V[3:])])
     return X, H, V, c
 
 
@@ -80,11 +83,9 @@ def joint_terms(model: Model, q: Array, v: Array | None = None) -> JointTerms:
     p = plan(model)
     outs = map_groups(model, _local_terms, q=q, v=v)
     X_FM = take(concat([o[0] for o in outs]), p.group_body_inv)
-    X_PB = model.X_PF @ X_FM @ model.X_BM.inverse()
-    X_WB = _poses(model, p, X_PB)
-    R_WM = X_WB.R @ model.X_BM.R
-    R_WF = R_WM @ jnp.swapaxes(X_FM.R, -1, -2)
-    p_WM = X_WB.apply(model.X_BM.p)
+    X_WF, X_WB = _poses(p, model.X_PF, X_FM @ model.X_BM.inverse())
+    R_WF = X_WF.R
+    p_WM = X_WF.apply(X_FM.p)
     S = []
     for cls in p.classes:
         H = jnp.concatenate([outs[g][1] for g in cls.groups])
@@ -100,13 +101,13 @@ def joint_terms(model: Model, q: Array, v: Array | None = None) -> JointTerms:
 
 def hinge_times(p: Plan, S: tuple, x: Array) -> Array:
     """`S_i x_i` for every body, (nb, 6), with `x` a v-sized vector (zero for welds)."""
-    parts = [jnp.einsum("bxk,bk->bx", Sc, x[c.dof_idx]) for c, Sc in zip(p.classes, S, strict=True)]
+    parts = [matvec(Sc, x[c.dof_idx]) for c, Sc in zip(p.classes, S, strict=True)]
     return assemble_bodies(p, parts, jnp.zeros((1, 6), x.dtype))
 
 
 def hinge_transpose_times(p: Plan, S: tuple, F: Array) -> Array:
     """`tau_k = S_kᵀ F_body(k)` in DOF order."""
-    parts = [jnp.einsum("bxk,bx->bk", Sc, F[c.bodies]) for c, Sc in zip(p.classes, S, strict=True)]
+    parts = [rmatvec(Sc, F[c.bodies]) for c, Sc in zip(p.classes, S, strict=True)]
     return assemble_dofs(p, parts, F.dtype)
 
 
@@ -130,7 +131,7 @@ class WorldInertia(eqx.Module):
     def apply(self, V: Array) -> Array:
         """Momentum `[I_O w + h × v; m v − h × w]` of spatial velocity `V = [w; v]` (…, 6)."""
         w, v = V[..., :3], V[..., 3:]
-        ang = jnp.einsum("...ij,...j->...i", self.I_O, w) + jnp.cross(self.h, v)
+        ang = matvec(self.I_O, w) + jnp.cross(self.h, v)
         lin = self.m[..., None] * v - jnp.cross(self.h, w)
         return jnp.concatenate([ang, lin], -1)
 
@@ -164,7 +165,7 @@ def world_inertias(model: Model, X_WB: Transform) -> WorldInertia:
     I = model.inertias
     m = I.mass
     c = X_WB.apply(I.com)
-    I_C = X_WB.R @ I.inertia @ jnp.swapaxes(X_WB.R, -1, -2)
+    I_C = matmul(matmul(X_WB.R, I.inertia), jnp.swapaxes(X_WB.R, -1, -2))
     eye = jnp.eye(3, dtype=c.dtype)
     cc = jnp.sum(c * c, -1)[..., None, None] * eye - c[..., :, None] * c[..., None, :]
     return WorldInertia(m, m[..., None] * c, I_C + m[..., None, None] * cc)

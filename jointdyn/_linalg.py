@@ -7,8 +7,49 @@ for 6×6) and differentiate like any other elementwise code.
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import jax.numpy as jnp
 from jaxtyping import Array, Float
+
+
+def _sum(terms):
+    return functools.reduce(operator.add, terms)
+
+
+def matmul(A: Float[Array, "... n k"], B: Float[Array, "... k m"]) -> Float[Array, "... n m"]:
+    """`A @ B` for a small static inner size `k`, as `Σ_k A[:, k] B[k, :]` (broadcast products).
+
+    XLA:CPU runs every `dot` as its own kernel and, for 3×3 or 6×6 operands with a batch axis in
+    front, at scalar speed. The elementwise form fuses with its neighbours and vectorises over
+    the batch (measured 3.4× faster for batched 3×3 products, and fewer kernels at batch 1).
+    Leading axes broadcast as in `@`.
+    """
+    if A.shape[-1] == 0:
+        return jnp.zeros(
+            jnp.broadcast_shapes(A.shape[:-2], B.shape[:-2]) + A.shape[-2:-1] + B.shape[-1:],
+            jnp.result_type(A, B),
+        )
+    return _sum(A[..., :, k, None] * B[..., None, k, :] for k in range(A.shape[-1]))
+
+
+def matvec(A: Float[Array, "... n k"], x: Float[Array, "... k"]) -> Float[Array, "... n"]:
+    """`A x` (small static `k`), elementwise like `matmul`."""
+    if A.shape[-1] == 0:
+        return jnp.zeros(
+            jnp.broadcast_shapes(A.shape[:-2], x.shape[:-1]) + A.shape[-2:-1], jnp.result_type(A, x)
+        )
+    return _sum(A[..., :, k] * x[..., None, k] for k in range(A.shape[-1]))
+
+
+def rmatvec(A: Float[Array, "... k n"], x: Float[Array, "... k"]) -> Float[Array, "... n"]:
+    """`Aᵀ x` (small static `k`), elementwise like `matmul`."""
+    if A.shape[-2] == 0:
+        return jnp.zeros(
+            jnp.broadcast_shapes(A.shape[:-2], x.shape[:-1]) + A.shape[-1:], jnp.result_type(A, x)
+        )
+    return _sum(A[..., k, :] * x[..., k, None] for k in range(A.shape[-2]))
 
 
 def spd_inverse(A: Float[Array, "... n n"]) -> Float[Array, "... n n"]:

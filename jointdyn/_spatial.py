@@ -18,6 +18,8 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from ._linalg import matmul, matvec, rmatvec
+
 # --------------------------------------------------------------------------------------------
 # small vector helpers
 
@@ -66,7 +68,7 @@ def so3_exp(w: Float[Array, "... 3"]) -> Float[Array, "... 3 3"]:
     b = jnp.where(small, 0.5 - t2 / 24.0, (1.0 - jnp.cos(t)) / t2s)
     K = skew(w)
     eye = jnp.eye(3, dtype=w.dtype)
-    return eye + a[..., None, None] * K + b[..., None, None] * (K @ K)
+    return eye + a[..., None, None] * K + b[..., None, None] * matmul(K, K)
 
 
 def axis_angle_to_rotmat(axis: Float[Array, "... 3"], angle: Float[Array, "..."]) -> Array:
@@ -296,19 +298,18 @@ class Transform(eqx.Module):
     # group operations ----------------------------------------------------------------------
     def __matmul__(self, other: Transform) -> Transform:
         """`X_AC = X_AB @ X_BC`: `R_AC = R_AB R_BC`, `p_AC = p_AB + R_AB p_BC`."""
-        return Transform(self.R @ other.R, self.p + jnp.einsum("...ij,...j->...i", self.R, other.p))
+        return Transform(matmul(self.R, other.R), self.p + matvec(self.R, other.p))
 
     def inverse(self) -> Transform:
         """`X_BA = X_AB⁻¹ = (R_ABᵀ, −R_ABᵀ p_AB)`."""
-        Rt = jnp.swapaxes(self.R, -1, -2)
-        return Transform(Rt, -jnp.einsum("...ij,...j->...i", Rt, self.p))
+        return Transform(jnp.swapaxes(self.R, -1, -2), -rmatvec(self.R, self.p))
 
     def apply(self, p_B: Float[Array, "... 3"]) -> Float[Array, "... 3"]:
         """`p_A = R_AB p_B + p_AB`."""
-        return jnp.einsum("...ij,...j->...i", self.R, p_B) + self.p
+        return matvec(self.R, p_B) + self.p
 
     def rotate(self, u_B: Float[Array, "... 3"]) -> Float[Array, "... 3"]:
-        return jnp.einsum("...ij,...j->...i", self.R, u_B)
+        return matvec(self.R, u_B)
 
     def as_matrix(self) -> Float[Array, "... 4 4"]:
         """Homogeneous 4×4 matrix."""
@@ -331,9 +332,8 @@ class Transform(eqx.Module):
     def inverse_act_motion(self, V_A: Float[Array, "... 6"]) -> Float[Array, "... 6"]:
         """`X_AB⁻¹` acting on a motion vector: `[Rᵀ w; Rᵀ(v − p × w)]`."""
         w, v = V_A[..., :3], V_A[..., 3:]
-        Rt = jnp.swapaxes(self.R, -1, -2)
-        wr = jnp.einsum("...ij,...j->...i", Rt, w)
-        vr = jnp.einsum("...ij,...j->...i", Rt, v - jnp.cross(self.p, w))
+        wr = rmatvec(self.R, w)
+        vr = rmatvec(self.R, v - jnp.cross(self.p, w))
         return jnp.concatenate([wr, vr], -1)
 
     def act_force(self, F_B: Float[Array, "... 6"]) -> Float[Array, "... 6"]:
@@ -345,9 +345,8 @@ class Transform(eqx.Module):
     def inverse_act_force(self, F_A: Float[Array, "... 6"]) -> Float[Array, "... 6"]:
         """`X_AB⁻¹` acting on a force: `[Rᵀ(n − p × f); Rᵀ f]`."""
         n, f = F_A[..., :3], F_A[..., 3:]
-        Rt = jnp.swapaxes(self.R, -1, -2)
-        nr = jnp.einsum("...ij,...j->...i", Rt, n - jnp.cross(self.p, f))
-        fr = jnp.einsum("...ij,...j->...i", Rt, f)
+        nr = rmatvec(self.R, n - jnp.cross(self.p, f))
+        fr = rmatvec(self.R, f)
         return jnp.concatenate([nr, fr], -1)
 
     def motion_matrix(self) -> Float[Array, "... 6 6"]:
@@ -363,8 +362,8 @@ def rotate_spatial(R: Float[Array, "... 3 3"], V: Float[Array, "... 6"]) -> Floa
     """Re-express a spatial vector without shifting its point: `[R a; R b]`."""
     return jnp.concatenate(
         [
-            jnp.einsum("...ij,...j->...i", R, V[..., :3]),
-            jnp.einsum("...ij,...j->...i", R, V[..., 3:]),
+            matvec(R, V[..., :3]),
+            matvec(R, V[..., 3:]),
         ],
         -1,
     )
@@ -436,13 +435,15 @@ class SpatialInertia(eqx.Module):
         m = self.mass[..., None]
         c = self.com
         lin = m * (v + jnp.cross(w, c))
-        ang = jnp.einsum("...ij,...j->...i", self.inertia, w) + jnp.cross(c, lin)
+        ang = matvec(self.inertia, w) + jnp.cross(c, lin)
         return jnp.concatenate([ang, lin], -1)
 
     def transform(self, X_AB: Transform) -> SpatialInertia:
         """Re-express an inertia given in B (about Bo) in A (about Ao): `c_A = X_AB c`, `R I Rᵀ`."""
         return SpatialInertia(
-            self.mass, X_AB.apply(self.com), X_AB.R @ self.inertia @ jnp.swapaxes(X_AB.R, -1, -2)
+            self.mass,
+            X_AB.apply(self.com),
+            matmul(matmul(X_AB.R, self.inertia), jnp.swapaxes(X_AB.R, -1, -2)),
         )
 
     def __add__(self, other: SpatialInertia) -> SpatialInertia:
