@@ -75,6 +75,15 @@ __version__ = "0.1.0"
 from ._batching import batched as batched
 from ._bundled import list_models as list_models
 from ._bundled import load_model as load_model
+from ._derivatives import (
+    ABADerivatives as ABADerivatives,
+)
+from ._derivatives import (
+    aba_derivatives as aba_derivatives,
+)
+from ._derivatives import (
+    rnea_derivatives as rnea_derivatives,
+)
 from ._dynamics import (
     aba as aba,
 )

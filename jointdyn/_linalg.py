@@ -31,6 +31,8 @@ def matmul(A: Float[Array, "... n k"], B: Float[Array, "... k m"]) -> Float[Arra
             jnp.broadcast_shapes(A.shape[:-2], B.shape[:-2]) + A.shape[-2:-1] + B.shape[-1:],
             jnp.result_type(A, B),
         )
+    if A.shape[-2] * A.shape[-1] * B.shape[-1] > 64:
+        return A @ B
     return _sum(A[..., :, k, None] * B[..., None, k, :] for k in range(A.shape[-1]))
 
 

@@ -1,0 +1,145 @@
+"""`aba_derivatives` and `rnea_derivatives`: against Pinocchio's analytic derivatives on
+fixed-base robots, against automatic differentiation of `aba` on floating ones and on random
+trees of every joint class, and against finite differences."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from robots import load_jointdyn, load_pinocchio, q_to_pinocchio, v_to_pinocchio_matrix
+from trees import random_tree
+
+import jointdyn as jd
+
+jax.config.update("jax_enable_x64", True)
+
+
+def state(model, seed):
+    k = jax.random.split(jax.random.PRNGKey(seed), 5)
+    q = model.random_configuration(k[0])
+    v = jax.random.normal(k[1], (model.nv,))
+    a = jax.random.normal(k[2], (model.nv,))
+    tau = 10 * jax.random.normal(k[3], (model.nv,))
+    f = jax.random.normal(k[4], (model.nbodies, 6))
+    return q, v, a, tau, f
+
+
+def autodiff_aba(model, q, v, tau, f_ext=None):
+    """`jax.jacfwd` of `aba` in (q ⊕ dq, v, tau) at dq = 0: the reference."""
+
+    def f(dq, v, tau):
+        return jd.aba(model, model.integrate(q, dq), v, tau, f_ext)
+
+    return jax.jacfwd(f, argnums=(0, 1, 2))(jnp.zeros_like(v), v, tau)
+
+
+def assert_close(actual, expected, tol, what):
+    expected = np.asarray(expected)
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(
+        np.asarray(actual), expected, rtol=tol, atol=tol * scale, err_msg=what
+    )
+
+
+@pytest.mark.parametrize("with_f_ext", [False, True])
+def test_aba_derivatives_match_autodiff_on_every_joint_class(with_f_ext):
+    model = random_tree(3)
+    q, v, _, tau, f = state(model, 1)
+    f_ext = f if with_f_ext else None
+    d = jd.aba_derivatives(model, q, v, tau, f_ext)
+    ref = autodiff_aba(model, q, v, tau, f_ext)
+    assert_close(d.vdot, jd.aba(model, q, v, tau, f_ext), 1e-10, "vdot")
+    for got, want, what in zip(
+        (d.dvdot_dq, d.dvdot_dv, d.dvdot_dtau), ref, ("d/dq", "d/dv", "d/dtau"), strict=True
+    ):
+        assert_close(got, want, 1e-8, what)
+    assert_close(d.dvdot_dtau @ jd.crba(model, q), np.eye(model.nv), 1e-9, "M⁻¹ M")
+
+
+def test_rnea_derivatives_match_finite_differences():
+    model = random_tree(4)
+    q, v, a, _, f = state(model, 2)
+    dq, dv = jd.rnea_derivatives(model, q, v, a, f)
+    eps = 1e-6
+    for k in range(model.nv):
+        e = jnp.zeros(model.nv).at[k].set(eps)
+        fd_q = (
+            jd.rnea(model, model.integrate(q, e), v, a, f)
+            - jd.rnea(model, model.integrate(q, -e), v, a, f)
+        ) / (2 * eps)
+        fd_v = (jd.rnea(model, q, v + e, a, f) - jd.rnea(model, q, v - e, a, f)) / (2 * eps)
+        assert_close(dq[:, k], fd_q, 1e-6, f"d tau / d q_{k}")
+        assert_close(dv[:, k], fd_v, 1e-6, f"d tau / d v_{k}")
+
+
+def test_derivatives_jit_vmap_float32():
+    model = random_tree(5)
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    q = jax.vmap(model.random_configuration)(keys)
+    v = jax.random.normal(keys[0], (3, model.nv))
+    tau = jax.random.normal(keys[1], (3, model.nv))
+    batched = jax.jit(jax.vmap(jd.aba_derivatives, in_axes=(None, 0, 0, 0)))
+    d = batched(model, q, v, tau)
+    assert d.dvdot_dq.shape == (3, model.nv, model.nv)
+    one = jd.aba_derivatives(model, q[1], v[1], tau[1])
+    assert_close(d.dvdot_dq[1], one.dvdot_dq, 1e-10, "vmap")
+    d32 = jd.aba_derivatives(
+        jd.astype(model, jnp.float32), *(x[1].astype(jnp.float32) for x in (q, v, tau))
+    )
+    assert d32.dvdot_dq.dtype == jnp.float32
+    assert_close(d32.dvdot_dv, one.dvdot_dv, 2e-3, "float32")
+
+
+def test_no_nan_derivatives_at_neutral_and_zero_velocity():
+    model = random_tree(6)
+    z = jnp.zeros(model.nv)
+    d = jd.aba_derivatives(model, model.neutral(), z, z)
+    for x in (d.vdot, d.dvdot_dq, d.dvdot_dv, d.dvdot_dtau):
+        assert np.all(np.isfinite(np.asarray(x)))
+
+
+@pytest.mark.parametrize("name", ["panda", "ur5", "allegro"])
+def test_aba_derivatives_match_pinocchio_fixed_base(name):
+    """Fixed base: `v_pin = P v` with P a permutation, so `∂v̇_pin/∂q_pin = P (∂v̇/∂q) Pᵀ`."""
+    pin = pytest.importorskip("pinocchio")
+    model, pmodel = load_jointdyn(name), load_pinocchio(name)
+    q, v, a, tau, _ = state(model, 11)
+    P = v_to_pinocchio_matrix(model, pmodel, q)
+    assert np.allclose(np.abs(P).sum(0), 1.0) and set(np.unique(P)) <= {0.0, 1.0}
+    q_pin = q_to_pinocchio(model, pmodel, q)
+    v_pin, tau_pin = P @ np.asarray(v), P @ np.asarray(tau)
+    data = pmodel.createData()
+    pin.computeABADerivatives(pmodel, data, q_pin, v_pin, tau_pin)
+    Minv = np.triu(data.Minv) + np.triu(data.Minv, 1).T
+    d = jd.aba_derivatives(model, q, v, tau)
+    assert_close(P @ d.vdot, data.ddq, 1e-9, f"{name} vdot")
+    assert_close(P @ d.dvdot_dq @ P.T, data.ddq_dq, 1e-9, f"{name} d vdot / dq")
+    assert_close(P @ d.dvdot_dv @ P.T, data.ddq_dv, 1e-9, f"{name} d vdot / dv")
+    assert_close(P @ d.dvdot_dtau @ P.T, Minv, 1e-9, f"{name} M⁻¹")
+
+    a_pin = P @ np.asarray(a)
+    pin.computeRNEADerivatives(pmodel, data, q_pin, v_pin, a_pin)
+    dq, dv = jd.rnea_derivatives(model, q, v, a)
+    assert_close(P @ dq @ P.T, data.dtau_dq, 1e-9, f"{name} d tau / dq")
+    assert_close(P @ dv @ P.T, data.dtau_dv, 1e-9, f"{name} d tau / dv")
+
+
+@pytest.mark.parametrize("name", ["solo12", "g1"])
+def test_aba_derivatives_match_autodiff_floating_base(name):
+    model = load_jointdyn(name)
+    q, v, _, tau, f = state(model, 12)
+    d = jd.aba_derivatives(model, q, v, tau, f)
+    ref = autodiff_aba(model, q, v, tau, f)
+    for got, want, what in zip(
+        (d.dvdot_dq, d.dvdot_dv, d.dvdot_dtau), ref, "q v tau".split(), strict=True
+    ):
+        assert_close(got, want, 1e-8, f"{name} d vdot / d{what}")
+
+
+def test_bad_sizes_raise():
+    model = random_tree(3)
+    q, v, _, tau, _ = state(model, 1)
+    with pytest.raises(ValueError, match="`v` must have shape"):
+        jd.aba_derivatives(model, q, v[:-1], tau)
+    with pytest.raises(ValueError, match="`vdot` must have shape"):
+        jd.rnea_derivatives(model, q, v, tau[:-1])
