@@ -11,8 +11,9 @@ Measures, per robot of example-robot-data (panda, ur5, solo12, g1, talos):
   float64 and float32 at each batch: µs per sample, and the compile time apart;
 - Pinocchio `abaInParallel` / `rneaInParallel` (ModelPool, 2 threads) at the same batch, and
   one call of `pin.aba` / `pin.rnea` / `pin.crba` from Python;
-- the derivatives of `aba` in (q, v, tau), q in the tangent space, with `jax.jacrev` (default)
-  or `jax.jacfwd`, batched, against one call of `pin.computeABADerivatives`;
+- the derivatives of `aba` in (q, v, tau), q in the tangent space, with
+  `jointdyn.aba_derivatives` (default), `jax.jacrev` or `jax.jacfwd`, batched, against one call
+  of `pin.computeABADerivatives`;
 - MuJoCo MJX `vmap(forward)` on the fixed-base robots, contacts off, only if `mujoco.mjx`
   imports.
 
@@ -310,7 +311,18 @@ def compile_timed(fn, args) -> tuple[Any, float, float]:
 
 
 def aba_derivatives_fn(mode: str):
-    """(model, q, v, tau) → (∂v̇/∂q in the tangent space, ∂v̇/∂v, ∂v̇/∂tau), each (nv, nv)."""
+    """(model, q, v, tau) → (∂v̇/∂q in the tangent space, ∂v̇/∂v, ∂v̇/∂tau), each (nv, nv).
+
+    `jd`: `jointdyn.aba_derivatives` (−M⁻¹ ∂RNEA); `fwd` / `rev`: `jax.jacfwd` / `jax.jacrev`
+    of `aba`.
+    """
+    if mode == "jd":
+
+        def library(model, q, v, tau):
+            d = jd.aba_derivatives(model, q, v, tau)
+            return d.dvdot_dq, d.dvdot_dv, d.dvdot_dtau
+
+        return jax.vmap(library, in_axes=(None, 0, 0, 0))
     jac = {"fwd": jax.jacfwd, "rev": jax.jacrev}[mode]
 
     def derivatives(model, q, v, tau):
@@ -1026,9 +1038,10 @@ def render(res: dict, st: Settings) -> str:
     if res["derivatives"]:
         out += ["## Derivatives of aba in (q, v, tau), float64", ""]
         out.append(
-            "jointdyn: `jit(vmap(jac(lambda dq, v, tau: aba(model, model.integrate(q, dq), v, "
-            "tau), argnums=(0, 1, 2))))` at dq = 0 (q-derivative in the tangent space, as "
-            "Pinocchio's), jac = `jax.jacrev` (rev) or `jax.jacfwd` (fwd). Pinocchio: one call "
+            "jointdyn: `jit(vmap(jointdyn.aba_derivatives))` (jd: −M⁻¹ ∂RNEA, RNEA partials by "
+            "forward mode), or `jit(vmap(jac(lambda dq, v, tau: aba(model, model.integrate(q, dq), "
+            "v, tau), argnums=(0, 1, 2))))` at dq = 0 with jac = `jax.jacrev` (rev) or "
+            "`jax.jacfwd` (fwd); q-derivatives in the tangent space, as Pinocchio's. Pinocchio: one call "
             "of `computeABADerivatives` (one thread). A batch that would not fit the time budget "
             f"({st.deriv_budget_s:.0f} s for warm-up + 2 calls) is shrunk to a power of two."
         )
@@ -1172,7 +1185,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--budget", type=float, default=None, help="seconds per timing (1.5)")
     p.add_argument("--threads", type=int, default=2, help="Pinocchio threads (ModelPool)")
     p.add_argument("--no-derivatives", action="store_true")
-    p.add_argument("--deriv-mode", type=strs, default=["rev"], help="rev, fwd or rev,fwd")
+    p.add_argument(
+        "--deriv-mode", type=strs, default=["jd"], help="jd (aba_derivatives), fwd, rev, or a list"
+    )
     p.add_argument("--deriv-batches", type=ints, default=None, help="default 64,4096")
     p.add_argument(
         "--deriv-budget", type=float, default=20.0, help="seconds for a large derivative batch"
@@ -1243,8 +1258,8 @@ def main(argv=None) -> None:
         if x not in DTYPES:
             sys.exit(f"unknown dtype {x!r}; dtypes: {', '.join(DTYPES)}")
     for x in st.deriv_modes:
-        if x not in ("fwd", "rev"):
-            sys.exit(f"unknown derivative mode {x!r}: fwd or rev")
+        if x not in ("jd", "fwd", "rev"):
+            sys.exit(f"unknown derivative mode {x!r}: jd, fwd or rev")
 
     t_start = time.perf_counter()
     res: dict[str, Any] = {
