@@ -432,10 +432,23 @@ def call_overhead(robot: Robot, st: Settings) -> float:
     return 1e6 * r["median"]
 
 
+def closed_model_call(robot: Robot, st: Settings, alg: str) -> float:
+    """µs per call of `jit(lambda *x: alg(model, *x))` on one float64 sample: the model is a
+    compile-time constant (no pytree to pass, model-only work folded); parameter changes would
+    retrace."""
+    model = robot.model
+    fn = getattr(jd, alg)
+    args = tuple(jnp.asarray(a[0]) for a in jd_args(robot, alg, 1, jnp.float64)[1:])
+    compiled, _, _ = compile_timed(lambda *x: fn(model, *x), args)
+    r = time_call(lambda: jax.block_until_ready(compiled(*args)), st.repeats, st.budget_s)
+    return 1e6 * r["median"]
+
+
 def bench_robot(robot: Robot, st: Settings, res: dict) -> None:
     name = robot.name
     single = pin_single_calls(robot, st)
     overhead = call_overhead(robot, st)
+    closed = {alg: closed_model_call(robot, st, alg) for alg in st.algorithms}
     record(res, "pin_single", (name, single))
     info = {
         "nq": robot.nq,
@@ -443,6 +456,7 @@ def bench_robot(robot: Robot, st: Settings, res: dict) -> None:
         "floating": robot.floating,
         "model_leaves": len(jax.tree.leaves(robot.model)),
         "jd_call_overhead_us": overhead,
+        "jd_closed_us": closed,
     }
     record(res, "robots", (name, info))
     log(
@@ -935,7 +949,10 @@ def render(res: dict, st: Settings) -> str:
         out.append(
             "jointdyn: the batch-1 float64 row above (jit(vmap), one sample), µs per call. "
             "'call overhead' is a jitted identity `f(model, q) = q`: the cost of passing the "
-            "model pytree into a jitted function, part of every jointdyn call."
+            "model pytree into a jitted function, part of every jointdyn call. 'model closed "
+            "over' is `jit(lambda q, ...: alg(model, q, ...))` without vmap: the model is a "
+            "compile-time constant (nothing to pass, model-only work folded; new parameter "
+            "values would retrace)."
         )
         out.append("")
         body = []
@@ -964,6 +981,7 @@ def render(res: dict, st: Settings) -> str:
                         jdu / single[alg][0] if jdu else None,
                         r["jd_us_min"] / single[alg][1] if r else None,
                         info["jd_call_overhead_us"],
+                        info.get("jd_closed_us", {}).get(alg),
                         info["model_leaves"],
                     ]
                 )
@@ -977,6 +995,7 @@ def render(res: dict, st: Settings) -> str:
                     "ratio",
                     "ratio of minima",
                     "call overhead µs",
+                    "model closed over µs/call",
                     "model leaves",
                 ],
                 body,

@@ -1,13 +1,39 @@
-"""Derivatives of forward dynamics with respect to the state and the torques.
+"""Analytic derivatives of inverse and forward dynamics (Carpentier & Mansard, RSS 2018),
+written in world coordinates like the rest of the library.
 
-Differentiating `RNEA(q, v, ABA(q, v, τ)) = τ` gives (Carpentier & Mansard, RSS 2018)
+**RNEA.** Moving joint j's coordinate along its tangent direction d (`q ⊕ ε e_d`) moves the
+whole subtree of j rigidly with the world twist `ξ = S_d`. Every world quantity of the
+subtree is then covariant (`δS_k = ξ × S_k`, `δI_i = ξ ×* I_i − I_i ξ×`, `δf_i = ξ ×* f_i`)
+except for a few joint-local terms. With `w = δvJ_j − ξ × V_j` and
 
-    ∂v̇/∂q = −M⁻¹ ∂RNEA/∂q,   ∂v̇/∂v = −M⁻¹ ∂RNEA/∂v,   ∂v̇/∂τ = M⁻¹,
+    u_d = δS_j q̈_j + δc_j + δvJ_j × vJ_j + V_j × δvJ_j − ξ × A_j − w × V_j
 
-with RNEA's partials taken at `v̇ = ABA(q, v, τ)`. RNEA is cheaper to differentiate than ABA
-(no articulated inertias, no per-joint inverses), so this costs one ABA, one CRBA, one Cholesky
-factorisation of `M`, and forward-mode RNEA along the `2 nv` tangent directions at once:
-about 10× less than `jax.jacrev(aba)` and 2–4× less than `jax.jacfwd(aba)` (see benchmarks/).
+(`δS_j`, `δc_j`, `δvJ_j = δS_j q̇_j`: derivatives of joint j's own hinge columns and
+velocity-product term, zero for revolute, prismatic and screw joints), the change of the force
+transmitted into the subtree of a body B ⪰ j is
+
+    δF_B = ξ ×* F_B + I^c_B u_d + B^c_B w,
+    B^c_B = Σ_{i ⪰ B} (V_i ×* I_i − I_i V_i ×) + X(h_B),   h_B = Σ_{i ⪰ B} I_i V_i,
+
+with `X(h) ξ = ξ ×* h`. As `τ_s = S_sᵀ F_body(s)` and `(ξ × S)ᵀ F + Sᵀ (ξ ×* F) = 0`:
+
+    ∂τ_s/∂q_d = S_sᵀ (I^c_b u_d + B^c_b w)                   body(d) ≺ b = body(s)
+              = S_sᵀ (ξ ×* F_j + I^c_j u_d + B^c_j w) + (δS_s)ᵀ F_j     j ⪰ body(s) (δS: own joint)
+              = 0                                              otherwise
+
+and for velocities, with `r_d = 2 V_j × S_d + S_d × vJ_j + ∂c_j/∂v_d`:
+
+    ∂τ_s/∂v_d = S_sᵀ (B^c_B S_d + I^c_B r_d),   B the deeper of body(s), body(d) (0 if unrelated).
+
+External forces `F_Bo_W` are fixed in world axes at the moving body origins, so they add
+`−K^c_B ξ_w` to `δF_B` with `K_i = [[p̂ᵢ f̂ᵢ + n̂ᵢ]; [f̂ᵢ]]`.
+
+All composite sums are one product with the static ancestor matrix; the nv×nv results are
+two `(nv, 6) @ (6, nv)` products each, masked by the tree.
+
+**ABA.** Differentiating `RNEA(q, v, ABA(q, v, τ)) = τ`:
+
+    ∂v̇/∂q = −M⁻¹ ∂RNEA/∂q,   ∂v̇/∂v = −M⁻¹ ∂RNEA/∂v,   ∂v̇/∂τ = M⁻¹   (RNEA at v̇ = ABA).
 """
 
 from __future__ import annotations
@@ -15,11 +41,24 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import cho_solve
 from jaxtyping import Array, Float
 
-from ._dynamics import _check_sizes, aba, crba, rnea
+from ._dynamics import _base_acceleration, _check_sizes, _f_ext_world, aba, crba
+from ._kinematics import (
+    WorldInertia,
+    _dtype,
+    dof_columns,
+    hinge_times,
+    joint_terms,
+    world_inertias,
+)
+from ._linalg import matmul, matvec
+from ._misc import astype
 from ._model import Model
+from ._spatial import force_cross, force_cross_matrix, motion_cross, motion_cross_matrix, skew
+from ._traversal import Plan, map_groups, plan
 
 
 class ABADerivatives(eqx.Module):
@@ -32,6 +71,69 @@ class ABADerivatives(eqx.Module):
     dvdot_dtau: Float[Array, "nv nv"]  # = M(q)⁻¹
 
 
+def _terms_at_F(j, qj, vj):
+    """One joint's hinge columns and velocity-product term, Plücker at Fo in F axes."""
+    X = j.X_FM(qj)
+    H = j.H_FM(qj)
+    H_Fo = jnp.concatenate([H[:3], H[3:] + jnp.cross(X.p[:, None], H[:3], axis=0)], 0)
+    V = H @ vj
+    zero = jnp.zeros(3, V.dtype)
+    c = j.Hdot_FM(qj, vj) @ vj - jnp.concatenate([zero, jnp.cross(V[:3], V[3:])])
+    return H_Fo, jnp.concatenate([c[:3], c[3:] + jnp.cross(X.p, c[:3])])
+
+
+def _own_partials_at_F(j, qj, vj):
+    """Derivatives of `_terms_at_F` along the joint's own tangent directions `e_d`:
+    `dH[:, c, d] = ∂H_c/∂q_d`, `dc_q[:, d]`, `dc_v[:, d]`."""
+    e0 = jnp.zeros(vj.shape, vj.dtype)
+    dH, dc_q = jax.jacfwd(lambda e: _terms_at_F(j, j.integrate(qj, e), vj))(e0)
+    dc_v = jax.jacfwd(lambda u: _terms_at_F(j, qj, u)[1])(vj)
+    return dH, dc_q, dc_v
+
+
+def _shift_to_world(R_WF: Array, p_WF: Array, M: Array) -> Array:
+    """Motion vectors along axis 1 of `M` (n, 6, …), in F at Fo → world Plücker."""
+    flat = M.reshape(M.shape[0], 6, -1)
+    w = matmul(R_WF, flat[:, :3])
+    v = matmul(R_WF, flat[:, 3:]) + jnp.cross(p_WF[:, :, None], w, axis=1)
+    return jnp.concatenate([w, v], 1).reshape(M.shape)
+
+
+def _own_partials(model: Model, p: Plan, t, q, v, vdot, F):
+    """Per DOF d, joint j = body(d), in world coordinates: `δvJ_d = δS q̇_j`, `δS q̈_j`,
+    `∂c_j/∂q_d`, `∂c_j/∂v_d` (each (nv, 6)), and the block-diagonal `(δS_s)ᵀ F_j` (nv, nv)."""
+    nv, dtype = model.nv, F.dtype
+    parts, rows, cols, vals = [], [], [], []
+    outs = map_groups(model, _own_partials_at_F, q=q, v=v)
+    for g, (dH, dc_q, dc_v) in zip(p.groups, outs, strict=True):
+        n, k = g.v_idx.shape
+        if k == 0:
+            continue
+        R, pos = t.X_WF.R[g.bodies], t.X_WF.p[g.bodies]
+        dS = _shift_to_world(R, pos, dH)  # (n, 6, k cols, k directions)
+        per_dof = [
+            jnp.sum(dS * v[g.v_idx][:, None, :, None], 2),  # δvJ_d
+            jnp.sum(dS * vdot[g.v_idx][:, None, :, None], 2),  # δS q̈
+            _shift_to_world(R, pos, dc_q),
+            _shift_to_world(R, pos, dc_v),
+        ]
+        parts.append([jnp.swapaxes(x, 1, 2).reshape(n * k, 6) for x in per_dof])
+        vals.append(jnp.sum(dS * F[g.bodies][:, :, None, None], 1).reshape(-1))
+        rows.append(np.broadcast_to(g.v_idx[:, :, None], (n, k, k)).reshape(-1))
+        cols.append(np.broadcast_to(g.v_idx[:, None, :], (n, k, k)).reshape(-1))
+    if not parts:
+        z = jnp.zeros((0, 6), dtype)
+        return z, z, z, z, jnp.zeros((0, 0), dtype)
+    # DOF order: groups were concatenated in plan order (nv-0 groups add nothing)
+    dvJ, dSa, dc_q, dc_v = (jnp.concatenate(x)[p.group_v_inv] for x in zip(*parts, strict=True))
+    own = (
+        jnp.zeros((nv, nv), dtype)
+        .at[np.concatenate(rows), np.concatenate(cols)]
+        .add(jnp.concatenate(vals))
+    )
+    return dvJ, dSa, dc_q, dc_v, own
+
+
 @jax.jit
 def rnea_derivatives(
     model: Model,
@@ -42,15 +144,59 @@ def rnea_derivatives(
 ) -> tuple[Float[Array, "nv nv"], Float[Array, "nv nv"]]:
     """`(∂τ/∂q, ∂τ/∂v)` of `rnea` (q in the tangent space; `∂τ/∂v̇ = M(q)` is `crba`).
 
-    Forward mode along all `2 nv` directions at once (`jax.jacfwd`).
+    Analytic (see the module docstring); `f_ext` is `F_Bo_W`, held fixed in world axes.
     """
     _check_sizes(model, q=q, v=v, vdot=vdot)
+    model = astype(model, _dtype(q, v, vdot, f_ext))
+    p = plan(model)
+    t = joint_terms(model, q, v)
+    nb, dtype = model.nbodies, t.V.dtype
+    anc = jnp.asarray(p.ancestor, dtype)
 
-    def tau(dq, dv):
-        return rnea(model, model.integrate(q, dq), v + dv, vdot, f_ext)
+    # RNEA's forward quantities (world): accelerations with gravity, forces, subtree sums
+    aJ = hinge_times(p, t.S, vdot) + t.cJ + motion_cross(t.V, t.vJ)
+    A = _base_acceleration(model, dtype) + anc.T @ aJ
+    I = world_inertias(model, t.X_WB)
+    IV = I.apply(t.V)
+    f = I.apply(A) + force_cross(t.V, IV)
+    fe = _f_ext_world(t, f_ext, nb)
+    if fe is not None:
+        f = f - fe
+    F = anc @ f
+    Ic = WorldInertia.unflatten(anc @ I.flatten()).as_matrix()
+    I6, Vx = I.as_matrix(), motion_cross_matrix(t.V)
+    b = -matmul(jnp.swapaxes(Vx, -1, -2), I6) - matmul(I6, Vx)  # V×* I − I V×
+    Bc = (anc @ b.reshape(nb, 36)).reshape(nb, 6, 6) + force_cross_matrix(anc @ IV)
 
-    zero = jnp.zeros_like(v)
-    return jax.jacfwd(tau, argnums=(0, 1))(zero, zero)
+    # per DOF d (column ξ = S_d of body j = body(d)) and per DOF s (row, body b = body(s))
+    db = p.dof_body
+    xi = dof_columns(p, t.S).T  # (nv, 6)
+    dvJ, dSa, dc_q, dc_v, own = _own_partials(model, p, t, q, v, vdot, F)
+    Vj, vJj, Aj, Fj, Icj, Bcj = t.V[db], t.vJ[db], A[db], F[db], Ic[db], Bc[db]
+    P, Q = matvec(Icj, xi), matvec(jnp.swapaxes(Bcj, -1, -2), xi)  # I^c_b S_s, B^cᵀ_b S_s
+
+    w = dvJ - motion_cross(xi, Vj)
+    u = dSa + dc_q + motion_cross(dvJ, vJj) + motion_cross(Vj, dvJ)
+    u = u - motion_cross(xi, Aj) - motion_cross(w, Vj)
+    Y1 = P @ u.T + Q @ w.T  # body(d) ≺ body(s)
+    Y2 = xi @ (matvec(Icj, u) + matvec(Bcj, w) + force_cross(xi, Fj)).T  # body(s) ⪯ body(d)
+    if fe is not None:  # forces fixed in world axes at moving points: −K^c ξ_w
+        n_ext, f_ext_lin = f_ext[:, :3], f_ext[:, 3:]
+        Fx = skew(f_ext_lin)
+        K = jnp.concatenate([matmul(skew(t.X_WB.p), Fx) + skew(n_ext), Fx], -2)
+        Kc = (anc @ K.reshape(nb, 18)).reshape(nb, 6, 3)[db]
+        Y1 = Y1 - matvec(jnp.swapaxes(Kc, -1, -2), xi) @ xi[:, :3].T
+        Y2 = Y2 - xi @ matvec(Kc, xi[:, :3]).T
+
+    r = 2 * motion_cross(Vj, xi) + motion_cross(xi, vJj) + dc_v
+    Y1v = P @ r.T + Q @ xi.T
+    Y2v = xi @ (matvec(Bcj, xi) + matvec(Icj, r)).T
+
+    up = jnp.asarray(p.dof_ancestor, bool)  # [s, d]: body(s) ⪯ body(d)
+    below = jnp.asarray(p.dof_ancestor.T * (db[:, None] != db[None, :]), bool)
+    dtau_dq = jnp.where(below, Y1, jnp.where(up, Y2, 0.0)) + own
+    dtau_dv = jnp.where(below, Y1v, jnp.where(up, Y2v, 0.0))
+    return dtau_dq, dtau_dv
 
 
 @jax.jit
@@ -65,7 +211,8 @@ def aba_derivatives(
 
         ∂v̇/∂q = −M⁻¹ ∂RNEA/∂q,   ∂v̇/∂v = −M⁻¹ ∂RNEA/∂v,   ∂v̇/∂τ = M⁻¹   (RNEA at v̇)
 
-    (Pinocchio's `computeABADerivatives`.) `f_ext` is held fixed as `F_Bo_W`, like in `aba`.
+    (Pinocchio's `computeABADerivatives`.) One ABA, analytic RNEA derivatives, one CRBA and a
+    Cholesky solve. `f_ext` is held fixed as `F_Bo_W`, like in `aba`.
     """
     vdot = aba(model, q, v, tau, f_ext)
     dtau_dq, dtau_dv = rnea_derivatives(model, q, v, vdot, f_ext)

@@ -37,6 +37,7 @@ class JointTerms(eqx.Module):
     """
 
     X_WB: Transform  # (nb,)
+    X_WF: Transform  # (nb,) each joint's inboard frame F, in world
     S: tuple[Float[Array, "n 6 k"], ...]
     vJ: Float[Array, "nb 6"] | None  # S q̇
     cJ: Float[Array, "nb 6"] | None  # velocity-product acceleration of the joint itself
@@ -91,12 +92,12 @@ def joint_terms(model: Model, q: Array, v: Array | None = None) -> JointTerms:
         H = jnp.concatenate([outs[g][1] for g in cls.groups])
         S.append(_shift_columns(R_WF[cls.bodies], p_WM[cls.bodies], H))
     if v is None:
-        return JointTerms(X_WB, tuple(S), None, None, None)
+        return JointTerms(X_WB, X_WF, tuple(S), None, None, None)
     Vc = take(concat([jnp.stack([o[2], o[3]], -1) for o in outs]), p.group_body_inv)
     both = _shift_columns(R_WF, p_WM, Vc)
     vJ, cJ = both[..., 0], both[..., 1]
     V = jnp.asarray(p.ancestor, vJ.dtype).T @ vJ
-    return JointTerms(X_WB, tuple(S), vJ, cJ, V)
+    return JointTerms(X_WB, X_WF, tuple(S), vJ, cJ, V)
 
 
 def hinge_times(p: Plan, S: tuple, x: Array) -> Array:

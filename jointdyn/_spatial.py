@@ -390,6 +390,13 @@ def motion_cross_matrix(V: Float[Array, "... 6"]) -> Float[Array, "... 6 6"]:
     return jnp.concatenate([jnp.concatenate([W, z], -1), jnp.concatenate([Vh, W], -1)], -2)
 
 
+def force_cross_matrix(F: Float[Array, "... 6"]) -> Float[Array, "... 6 6"]:
+    """6×6 matrix `X(F)` with `X(F) V = V ×* F`: `−[[n̂, f̂], [f̂, 0]]` for `F = [n; f]`."""
+    N, Fh = skew(F[..., :3]), skew(F[..., 3:])
+    z = jnp.zeros_like(N)
+    return -jnp.concatenate([jnp.concatenate([N, Fh], -1), jnp.concatenate([Fh, z], -1)], -2)
+
+
 # --------------------------------------------------------------------------------------------
 # spatial inertia
 

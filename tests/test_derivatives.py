@@ -1,6 +1,7 @@
-"""`aba_derivatives` and `rnea_derivatives`: against Pinocchio's analytic derivatives on
-fixed-base robots, against automatic differentiation of `aba` on floating ones and on random
-trees of every joint class, and against finite differences."""
+"""`aba_derivatives` and `rnea_derivatives` (analytic): against Pinocchio's analytic
+derivatives on fixed-base robots, against automatic differentiation of `aba` and `rnea` on
+floating-base robots and on random trees of every joint class, and against finite
+differences."""
 
 import jax
 import jax.numpy as jnp
@@ -54,6 +55,24 @@ def test_aba_derivatives_match_autodiff_on_every_joint_class(with_f_ext):
     ):
         assert_close(got, want, 1e-8, what)
     assert_close(d.dvdot_dtau @ jd.crba(model, q), np.eye(model.nv), 1e-9, "M⁻¹ M")
+
+
+@pytest.mark.parametrize("seed", [3, 5])
+@pytest.mark.parametrize("with_f_ext", [False, True])
+def test_rnea_derivatives_match_autodiff_on_every_joint_class(seed, with_f_ext):
+    """The analytic RNEA derivatives against `jax.jacfwd` of `rnea` along `q ⊕ dq` and `v`."""
+    model = random_tree(seed)
+    q, v, a, _, f = state(model, seed)
+    f_ext = f if with_f_ext else None
+
+    def tau(dq, dv):
+        return jd.rnea(model, model.integrate(q, dq), v + dv, a, f_ext)
+
+    zero = jnp.zeros(model.nv)
+    ref_q, ref_v = jax.jacfwd(tau, argnums=(0, 1))(zero, zero)
+    dq, dv = jd.rnea_derivatives(model, q, v, a, f_ext)
+    assert_close(dq, ref_q, 1e-10, "d tau / dq")
+    assert_close(dv, ref_v, 1e-10, "d tau / dv")
 
 
 def test_rnea_derivatives_match_finite_differences():
