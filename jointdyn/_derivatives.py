@@ -9,7 +9,7 @@ except for a few joint-local terms. With `w = δvJ_j − ξ × V_j` and
     u_d = δS_j q̈_j + δc_j + δvJ_j × vJ_j + V_j × δvJ_j − ξ × A_j − w × V_j
 
 (`δS_j`, `δc_j`, `δvJ_j = δS_j q̇_j`: derivatives of joint j's own hinge columns and
-velocity-product term, zero for revolute, prismatic and screw joints), the change of the force
+velocity-product term, by forward mode on the joint alone; zero for most joints), the change of the force
 transmitted into the subtree of a body B ⪰ j is
 
     δF_B = ξ ×* F_B + I^c_B u_d + B^c_B w,
@@ -28,8 +28,10 @@ and for velocities, with `r_d = 2 V_j × S_d + S_d × vJ_j + ∂c_j/∂v_d`:
 External forces `F_Bo_W` are fixed in world axes at the moving body origins, so they add
 `−K^c_B ξ_w` to `δF_B` with `K_i = [[p̂ᵢ f̂ᵢ + n̂ᵢ]; [f̂ᵢ]]`.
 
-All composite sums are one product with the static ancestor matrix; the nv×nv results are
-two `(nv, 6) @ (6, nv)` products each, masked by the tree.
+All composite sums are one product with the static ancestor matrix; the two nv×nv results
+come from two products, `[P Q] [u w; r S]ᵀ` (rows deeper than columns) and
+`Sᵀ [Z Z_v]` (rows at or above columns), masked by the tree. Joints whose
+`constant_hinge_at_F` is True (revolute, prismatic, ball, …) have no own terms.
 
 **ABA.** Differentiating `RNEA(q, v, ABA(q, v, τ)) = τ`:
 
@@ -42,7 +44,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import cho_solve
+from jax.scipy.linalg import solve_triangular
 from jaxtyping import Array, Float
 
 from ._dynamics import _base_acceleration, _check_sizes, _f_ext_world, aba, crba
@@ -58,7 +60,7 @@ from ._linalg import matmul, matvec
 from ._misc import astype
 from ._model import Model
 from ._spatial import force_cross, force_cross_matrix, motion_cross, motion_cross_matrix, skew
-from ._traversal import Plan, map_groups, plan
+from ._traversal import Plan, plan, stacked_group
 
 
 class ABADerivatives(eqx.Module):
@@ -101,14 +103,19 @@ def _shift_to_world(R_WF: Array, p_WF: Array, M: Array) -> Array:
 
 def _own_partials(model: Model, p: Plan, t, q, v, vdot, F):
     """Per DOF d, joint j = body(d), in world coordinates: `δvJ_d = δS q̇_j`, `δS q̈_j`,
-    `∂c_j/∂q_d`, `∂c_j/∂v_d` (each (nv, 6)), and the block-diagonal `(δS_s)ᵀ F_j` (nv, nv)."""
+    `∂c_j/∂q_d`, `∂c_j/∂v_d` (each (nv, 6)), and the block-diagonal `(δS_s)ᵀ F_j` (nv, nv), None
+    when every joint has `constant_hinge_at_F`."""
     nv, dtype = model.nv, F.dtype
     parts, rows, cols, vals = [], [], [], []
-    outs = map_groups(model, _own_partials_at_F, q=q, v=v)
-    for g, (dH, dc_q, dc_v) in zip(p.groups, outs, strict=True):
+    for g in p.groups:
         n, k = g.v_idx.shape
         if k == 0:
             continue
+        if model.joints[int(g.bodies[0])].constant_hinge_at_F:  # own terms are zero
+            parts.append([jnp.zeros((n * k, 6), dtype)] * 4)
+            continue
+        joints = stacked_group(model, g)
+        dH, dc_q, dc_v = jax.vmap(_own_partials_at_F)(joints, q[g.q_idx], v[g.v_idx])
         R, pos = t.X_WF.R[g.bodies], t.X_WF.p[g.bodies]
         dS = _shift_to_world(R, pos, dH)  # (n, 6, k cols, k directions)
         per_dof = [
@@ -123,14 +130,13 @@ def _own_partials(model: Model, p: Plan, t, q, v, vdot, F):
         cols.append(np.broadcast_to(g.v_idx[:, None, :], (n, k, k)).reshape(-1))
     if not parts:
         z = jnp.zeros((0, 6), dtype)
-        return z, z, z, z, jnp.zeros((0, 0), dtype)
+        return z, z, z, z, None
     # DOF order: groups were concatenated in plan order (nv-0 groups add nothing)
     dvJ, dSa, dc_q, dc_v = (jnp.concatenate(x)[p.group_v_inv] for x in zip(*parts, strict=True))
-    own = (
-        jnp.zeros((nv, nv), dtype)
-        .at[np.concatenate(rows), np.concatenate(cols)]
-        .add(jnp.concatenate(vals))
-    )
+    own = None
+    if vals:
+        rc = np.concatenate(rows), np.concatenate(cols)
+        own = jnp.zeros((nv, nv), dtype).at[rc].add(jnp.concatenate(vals))
     return dvJ, dSa, dc_q, dc_v, own
 
 
@@ -178,23 +184,33 @@ def rnea_derivatives(
     w = dvJ - motion_cross(xi, Vj)
     u = dSa + dc_q + motion_cross(dvJ, vJj) + motion_cross(Vj, dvJ)
     u = u - motion_cross(xi, Aj) - motion_cross(w, Vj)
-    Y1 = P @ u.T + Q @ w.T  # body(d) ≺ body(s)
-    Y2 = xi @ (matvec(Icj, u) + matvec(Bcj, w) + force_cross(xi, Fj)).T  # body(s) ⪯ body(d)
+    r = 2 * motion_cross(Vj, xi) + motion_cross(xi, vJj) + dc_v
+    Z = matvec(Icj, u) + matvec(Bcj, w) + force_cross(xi, Fj)
+    Zv = matvec(Bcj, xi) + matvec(Icj, r)
     if fe is not None:  # forces fixed in world axes at moving points: −K^c ξ_w
         n_ext, f_ext_lin = f_ext[:, :3], f_ext[:, 3:]
         Fx = skew(f_ext_lin)
         K = jnp.concatenate([matmul(skew(t.X_WB.p), Fx) + skew(n_ext), Fx], -2)
         Kc = (anc @ K.reshape(nb, 18)).reshape(nb, 6, 3)[db]
-        Y1 = Y1 - matvec(jnp.swapaxes(Kc, -1, -2), xi) @ xi[:, :3].T
-        Y2 = Y2 - xi @ matvec(Kc, xi[:, :3]).T
-
-    r = 2 * motion_cross(Vj, xi) + motion_cross(xi, vJj) + dc_v
-    Y1v = P @ r.T + Q @ xi.T
-    Y2v = xi @ (matvec(Bcj, xi) + matvec(Icj, r)).T
+        Z = Z - matvec(Kc, xi[:, :3])
+        # row s: −S_sᵀ K^c_b ξ_w  ⇒  P-side factor Kᵀ S_s paired with ξ_w
+        PQ = jnp.concatenate([P, Q, -matvec(jnp.swapaxes(Kc, -1, -2), xi)], 1)
+        uw = jnp.concatenate([u, w, xi[:, :3]], 1)
+        rx = jnp.concatenate([r, xi, jnp.zeros_like(xi[:, :3])], 1)
+    else:
+        PQ, uw, rx = (
+            jnp.concatenate([P, Q], 1),
+            jnp.concatenate([u, w], 1),
+            jnp.concatenate([r, xi], 1),
+        )
+    Y1, Y1v = jnp.split(PQ @ jnp.concatenate([uw, rx]).T, 2, 1)  # body(d) ≺ body(s)
+    Y2, Y2v = jnp.split(xi @ jnp.concatenate([Z, Zv]).T, 2, 1)  # body(s) ⪯ body(d)
 
     up = jnp.asarray(p.dof_ancestor, bool)  # [s, d]: body(s) ⪯ body(d)
     below = jnp.asarray(p.dof_ancestor.T * (db[:, None] != db[None, :]), bool)
-    dtau_dq = jnp.where(below, Y1, jnp.where(up, Y2, 0.0)) + own
+    dtau_dq = jnp.where(below, Y1, jnp.where(up, Y2, 0.0))
+    if own is not None:
+        dtau_dq = dtau_dq + own
     dtau_dv = jnp.where(below, Y1v, jnp.where(up, Y2v, 0.0))
     return dtau_dq, dtau_dv
 
@@ -212,12 +228,11 @@ def aba_derivatives(
         ∂v̇/∂q = −M⁻¹ ∂RNEA/∂q,   ∂v̇/∂v = −M⁻¹ ∂RNEA/∂v,   ∂v̇/∂τ = M⁻¹   (RNEA at v̇)
 
     (Pinocchio's `computeABADerivatives`.) One ABA, analytic RNEA derivatives, one CRBA and a
-    Cholesky solve. `f_ext` is held fixed as `F_Bo_W`, like in `aba`.
+    Cholesky factorisation of M. `f_ext` is held fixed as `F_Bo_W`, like in `aba`.
     """
     vdot = aba(model, q, v, tau, f_ext)
     dtau_dq, dtau_dv = rnea_derivatives(model, q, v, vdot, f_ext)
     L = jnp.linalg.cholesky(crba(model, q))
-    n = model.nv
-    rhs = jnp.concatenate([jnp.eye(n, dtype=L.dtype), -dtau_dq, -dtau_dv], 1)
-    sol = cho_solve((L, True), rhs)
-    return ABADerivatives(vdot, sol[:, n : 2 * n], sol[:, 2 * n :], sol[:, :n])
+    L_inv = solve_triangular(L, jnp.eye(model.nv, dtype=L.dtype), lower=True)
+    M_inv = L_inv.T @ L_inv  # M⁻¹ = L⁻ᵀ L⁻¹: one triangular solve, then products
+    return ABADerivatives(vdot, -M_inv @ dtau_dq, -M_inv @ dtau_dv, M_inv)

@@ -16,6 +16,7 @@ so that power is preserved: `(H_FMᵀ F)·v = F·(H_FM v)`.
 from __future__ import annotations
 
 import abc
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -167,6 +168,10 @@ class AbstractJoint(eqx.Module):
     nq: eqx.AbstractClassVar[int]
     nv: eqx.AbstractClassVar[int]
     params: eqx.AbstractVar[JointParams]
+    # True when the hinge matrix shifted to Fo, `[H_w; H_v + p_FM × H_w]`, does not depend on q
+    # and `Ḣ v − [0; w × v_Mo]` is zero (revolute, prismatic, screw, weld): the dynamics
+    # derivatives then skip the joint's own terms. Checked in tests/test_derivatives.py.
+    constant_hinge_at_F: ClassVar[bool] = False
 
     # -- kinematics ------------------------------------------------------------------------
     @abc.abstractmethod

@@ -58,6 +58,7 @@ class RevoluteUnbounded(AbstractJoint):
 
     nq: ClassVar[int] = 2
     nv: ClassVar[int] = 1
+    constant_hinge_at_F: ClassVar[bool] = True
     axis: Float[Array, "3"]
     params: JointParams
 
@@ -118,6 +119,7 @@ class SpaceXYZ(AbstractJoint):
 
     nq: ClassVar[int] = 3
     nv: ClassVar[int] = 3
+    constant_hinge_at_F: ClassVar[bool] = True
     params: JointParams
     check_singularity: bool = eqx.field(static=True)
 
@@ -212,6 +214,7 @@ class Ball(AbstractJoint):
 
     nq: ClassVar[int] = 4
     nv: ClassVar[int] = 3
+    constant_hinge_at_F: ClassVar[bool] = True
     params: JointParams
 
     def __init__(self, **params: Any):

@@ -94,6 +94,7 @@ class Weld(AbstractVectorJoint):
 
     nq: ClassVar[int] = 0
     nv: ClassVar[int] = 0
+    constant_hinge_at_F: ClassVar[bool] = True
     angular: ClassVar[tuple[bool, ...]] = ()
     params: JointParams
 
@@ -118,6 +119,7 @@ class Revolute(AbstractVectorJoint):
 
     nq: ClassVar[int] = 1
     nv: ClassVar[int] = 1
+    constant_hinge_at_F: ClassVar[bool] = True
     angular: ClassVar[tuple[bool, ...]] = (True,)
     axis: Float[Array, "3"]
     params: JointParams
@@ -146,6 +148,7 @@ class Prismatic(AbstractVectorJoint):
 
     nq: ClassVar[int] = 1
     nv: ClassVar[int] = 1
+    constant_hinge_at_F: ClassVar[bool] = True
     angular: ClassVar[tuple[bool, ...]] = (False,)
     axis: Float[Array, "3"]
     params: JointParams
@@ -174,6 +177,7 @@ class Screw(AbstractVectorJoint):
 
     nq: ClassVar[int] = 1
     nv: ClassVar[int] = 1
+    constant_hinge_at_F: ClassVar[bool] = True
     angular: ClassVar[tuple[bool, ...]] = (True,)
     axis: Float[Array, "3"]
     pitch: Float[Array, ""]
@@ -214,6 +218,7 @@ class Cylindrical(AbstractVectorJoint):
 
     nq: ClassVar[int] = 2
     nv: ClassVar[int] = 2
+    constant_hinge_at_F: ClassVar[bool] = True
     angular: ClassVar[tuple[bool, ...]] = (True, False)
     axis: Float[Array, "3"]
     params: JointParams
@@ -386,6 +391,7 @@ class Translational(AbstractVectorJoint):
 
     nq: ClassVar[int] = 3
     nv: ClassVar[int] = 3
+    constant_hinge_at_F: ClassVar[bool] = True
     angular: ClassVar[tuple[bool, ...]] = (False, False, False)
     params: JointParams
 

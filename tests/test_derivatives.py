@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import JOINT_NAMES, make_joint, np_state
 from robots import load_jointdyn, load_pinocchio, q_to_pinocchio, v_to_pinocchio_matrix
 from trees import random_tree
 
@@ -162,3 +163,17 @@ def test_bad_sizes_raise():
         jd.aba_derivatives(model, q, v[:-1], tau)
     with pytest.raises(ValueError, match="`vdot` must have shape"):
         jd.rnea_derivatives(model, q, v, tau[:-1])
+
+
+@pytest.mark.parametrize("name", JOINT_NAMES)
+def test_constant_hinge_flag_matches_own_terms(name):
+    """`constant_hinge_at_F` lets the derivatives skip a joint's own terms: it must be True
+    exactly when they vanish (False where they vanish would only cost time)."""
+    from jointdyn._derivatives import _own_partials_at_F
+
+    joint = make_joint(name)
+    rng = np.random.default_rng(0)
+    q, _, v = np_state(joint, rng)[:3]
+    dH, dc_q, dc_v = _own_partials_at_F(joint, jnp.asarray(q), jnp.asarray(v))
+    vanish = all(np.allclose(np.asarray(x), 0.0, atol=1e-12) for x in (dH, dc_q, dc_v))
+    assert joint.constant_hinge_at_F == vanish
