@@ -35,7 +35,7 @@ def batched(
     - `fn`: a single-sample function such as `jointdyn.aba`.
     - `in_axes`: `0` (map this argument's leading axis) or `None` (shared, e.g. the model), per
       positional argument or one for all. Only leading-axis mapping is supported.
-    - `chunk_size`: samples per chunk; `"auto"` picks 64 on CPU and no chunking (a plain
+    - `chunk_size`: samples per chunk; `"auto"` picks 32 on CPU and no chunking (a plain
       `vmap`) on other backends; `None` never chunks.
     - `shard`: split the batch across all local devices of the default backend when there are
       several and the batch size is a multiple of their number.
