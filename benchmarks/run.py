@@ -1057,8 +1057,8 @@ def render(res: dict, st: Settings) -> str:
     if res["derivatives"]:
         out += ["## Derivatives of aba in (q, v, tau), float64", ""]
         out.append(
-            "jointdyn: `jit(vmap(jointdyn.aba_derivatives))` (jd: −M⁻¹ ∂RNEA, RNEA partials by "
-            "forward mode), or `jit(vmap(jac(lambda dq, v, tau: aba(model, model.integrate(q, dq), "
+            "jointdyn: `jit(vmap(jointdyn.aba_derivatives))` (jd: −M⁻¹ ∂RNEA with analytic "
+            "RNEA partials), or `jit(vmap(jac(lambda dq, v, tau: aba(model, model.integrate(q, dq), "
             "v, tau), argnums=(0, 1, 2))))` at dq = 0 with jac = `jax.jacrev` (rev) or "
             "`jax.jacfwd` (fwd); q-derivatives in the tangent space, as Pinocchio's. Pinocchio: one call "
             "of `computeABADerivatives` (one thread). A batch that would not fit the time budget "

@@ -47,14 +47,14 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 from jaxtyping import Array, Float
 
-from ._dynamics import _base_acceleration, _check_sizes, _f_ext_world, aba, crba
+from ._dynamics import _check_sizes, _rnea_forward, aba, crba
 from ._kinematics import (
     WorldInertia,
     _dtype,
+    _local_terms,
+    _shift_columns,
     dof_columns,
-    hinge_times,
     joint_terms,
-    world_inertias,
 )
 from ._linalg import matmul, matvec
 from ._misc import astype
@@ -74,13 +74,10 @@ class ABADerivatives(eqx.Module):
 
 
 def _terms_at_F(j, qj, vj):
-    """One joint's hinge columns and velocity-product term, Plücker at Fo in F axes."""
-    X = j.X_FM(qj)
-    H = j.H_FM(qj)
+    """One joint's hinge columns and velocity-product term (`_local_terms`, at Mo) shifted to
+    Plücker at Fo in F axes: `[w; v_Mo + p_FM × w]`."""
+    X, H, _, c = _local_terms(j, qj, vj)
     H_Fo = jnp.concatenate([H[:3], H[3:] + jnp.cross(X.p[:, None], H[:3], axis=0)], 0)
-    V = H @ vj
-    zero = jnp.zeros(3, V.dtype)
-    c = j.Hdot_FM(qj, vj) @ vj - jnp.concatenate([zero, jnp.cross(V[:3], V[3:])])
     return H_Fo, jnp.concatenate([c[:3], c[3:] + jnp.cross(X.p, c[:3])])
 
 
@@ -95,10 +92,7 @@ def _own_partials_at_F(j, qj, vj):
 
 def _shift_to_world(R_WF: Array, p_WF: Array, M: Array) -> Array:
     """Motion vectors along axis 1 of `M` (n, 6, …), in F at Fo → world Plücker."""
-    flat = M.reshape(M.shape[0], 6, -1)
-    w = matmul(R_WF, flat[:, :3])
-    v = matmul(R_WF, flat[:, 3:]) + jnp.cross(p_WF[:, :, None], w, axis=1)
-    return jnp.concatenate([w, v], 1).reshape(M.shape)
+    return _shift_columns(R_WF, p_WF, M.reshape(M.shape[0], 6, -1)).reshape(M.shape)
 
 
 def _own_partials(model: Model, p: Plan, t, q, v, vdot, F):
@@ -159,16 +153,7 @@ def rnea_derivatives(
     nb, dtype = model.nbodies, t.V.dtype
     anc = jnp.asarray(p.ancestor, dtype)
 
-    # RNEA's forward quantities (world): accelerations with gravity, forces, subtree sums
-    aJ = hinge_times(p, t.S, vdot) + t.cJ + motion_cross(t.V, t.vJ)
-    A = _base_acceleration(model, dtype) + anc.T @ aJ
-    I = world_inertias(model, t.X_WB)
-    IV = I.apply(t.V)
-    f = I.apply(A) + force_cross(t.V, IV)
-    fe = _f_ext_world(t, f_ext, nb)
-    if fe is not None:
-        f = f - fe
-    F = anc @ f
+    A, I, IV, fe, F = _rnea_forward(model, p, t, vdot, f_ext)
     Ic = WorldInertia.unflatten(anc @ I.flatten()).as_matrix()
     I6, Vx = I.as_matrix(), motion_cross_matrix(t.V)
     b = -matmul(jnp.swapaxes(Vx, -1, -2), I6) - matmul(I6, Vx)  # V×* I − I V×

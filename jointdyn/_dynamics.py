@@ -7,6 +7,8 @@ gravity enters as the base acceleration `a₀ = [0; −g]`.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -73,16 +75,32 @@ def rnea(
     model = astype(model, _dtype(q, v, vdot, f_ext))
     p = plan(model)
     t = joint_terms(model, q, v)
+    return hinge_transpose_times(p, t.S, _rnea_forward(model, p, t, vdot, f_ext).F)
+
+
+class RneaForward(NamedTuple):
+    """RNEA's world quantities: accelerations `A` (gravity included), inertias `I`, momenta
+    `IV = I V`, external forces at the world origin `fe` (or None), subtree forces `F`."""
+
+    A: Array
+    I: WorldInertia
+    IV: Array
+    fe: Array | None
+    F: Array
+
+
+def _rnea_forward(model: Model, p, t: JointTerms, vdot: Array, f_ext: Array | None):
+    """The forward and backward sums of RNEA (see `rnea`), shared with `rnea_derivatives`."""
     anc = jnp.asarray(p.ancestor, t.V.dtype)
     aJ = hinge_times(p, t.S, vdot) + t.cJ + motion_cross(t.V, t.vJ)
-    a = _base_acceleration(model, t.V.dtype) + anc.T @ aJ
+    A = _base_acceleration(model, t.V.dtype) + anc.T @ aJ
     I = world_inertias(model, t.X_WB)
-    f = I.apply(a) + force_cross(t.V, I.apply(t.V))
+    IV = I.apply(t.V)
+    f = I.apply(A) + force_cross(t.V, IV)
     fe = _f_ext_world(t, f_ext, model.nbodies)
     if fe is not None:
         f = f - fe
-    F = anc @ f
-    return hinge_transpose_times(p, t.S, F)
+    return RneaForward(A, I, IV, fe, anc @ f)
 
 
 @jax.jit
