@@ -294,8 +294,13 @@ IMPL = "vmap"  # set from Settings.impl: "vmap" = jax.vmap, "batched" = jointdyn
 
 def jd_batched(alg: str):
     fn = getattr(jd, alg)
-    in_axes = (None, 0) if alg == "crba" else (None, 0, 0, 0)
-    if IMPL == "batched":  # chunks of 64 on CPU, split over all local devices
+    return batch_over_states(fn, (None, 0) if alg == "crba" else (None, 0, 0, 0))
+
+
+def batch_over_states(fn, in_axes):
+    """`jax.vmap`, or with `--impl batched` `jointdyn.batched` (cache-sized chunks on CPU, split
+    over all local devices)."""
+    if IMPL == "batched":
         return jd.batched(fn, in_axes)
     return jax.vmap(fn, in_axes=in_axes)
 
@@ -322,7 +327,7 @@ def aba_derivatives_fn(mode: str):
             d = jd.aba_derivatives(model, q, v, tau)
             return d.dvdot_dq, d.dvdot_dv, d.dvdot_dtau
 
-        return jax.vmap(library, in_axes=(None, 0, 0, 0))
+        return batch_over_states(library, (None, 0, 0, 0))
     jac = {"fwd": jax.jacfwd, "rev": jax.jacrev}[mode]
 
     def derivatives(model, q, v, tau):
@@ -331,7 +336,7 @@ def aba_derivatives_fn(mode: str):
 
         return jac(f, argnums=(0, 1, 2))(jnp.zeros_like(v), v, tau)
 
-    return jax.vmap(derivatives, in_axes=(None, 0, 0, 0))
+    return batch_over_states(derivatives, (None, 0, 0, 0))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,10 +44,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import solve_triangular
 from jaxtyping import Array, Float
 
-from ._dynamics import _check_sizes, _rnea_forward, aba, crba
+from ._dynamics import _aba_setup, _aba_sweep, _check_sizes, _rnea_forward
 from ._kinematics import (
     WorldInertia,
     _dtype,
@@ -212,12 +211,18 @@ def aba_derivatives(
 
         ∂v̇/∂q = −M⁻¹ ∂RNEA/∂q,   ∂v̇/∂v = −M⁻¹ ∂RNEA/∂v,   ∂v̇/∂τ = M⁻¹   (RNEA at v̇)
 
-    (Pinocchio's `computeABADerivatives`.) One ABA, analytic RNEA derivatives, one CRBA and a
-    Cholesky factorisation of M. `f_ext` is held fixed as `F_Bo_W`, like in `aba`.
+    (Pinocchio's `computeABADerivatives`.) One ABA, analytic RNEA derivatives, and `M⁻¹` from
+    ABA's own factorisation: the articulated inertias are computed once and the linear half of
+    ABA (`_aba_sweep`) is applied to the unit vectors, `M⁻¹ e_k`. No LAPACK call, so it runs
+    inside `shard_map` on several CPU devices (OpenBLAS called from two device threads at once
+    can deadlock) and stays cheap on GPU.
     """
-    vdot = aba(model, q, v, tau, f_ext)
+    _check_sizes(model, q=q, v=v, tau=tau)
+    model = astype(model, _dtype(q, v, tau, f_ext))
+    p, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
+    vdot = _aba_sweep(p, fac, pA0, c, tau, a0)
     dtau_dq, dtau_dv = rnea_derivatives(model, q, v, vdot, f_ext)
-    L = jnp.linalg.cholesky(crba(model, q))
-    L_inv = solve_triangular(L, jnp.eye(model.nv, dtype=L.dtype), lower=True)
-    M_inv = L_inv.T @ L_inv  # M⁻¹ = L⁻ᵀ L⁻¹: one triangular solve, then products
+    nv, nb, dtype = model.nv, model.nbodies, vdot.dtype
+    solve = lambda b: _aba_sweep(p, fac, jnp.zeros((nb, 6), dtype), None, b, jnp.zeros(6, dtype))  # noqa: E731
+    M_inv = jax.vmap(solve, out_axes=1)(jnp.eye(nv, dtype=dtype))  # column k: M⁻¹ e_k
     return ABADerivatives(vdot, -M_inv @ dtau_dq, -M_inv @ dtau_dv, M_inv)

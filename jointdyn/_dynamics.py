@@ -160,71 +160,117 @@ def aba(
 
         aᵢ = a_λ + cᵢ,  q̈ᵢ = Dᵢ⁻¹ (uᵢ − Uᵢᵀ aᵢ),  aᵢ += Sᵢ q̈ᵢ     (a₀ = [0; −g])
 
-    Bodies of one level are processed together, joints padded to the level's largest nv.
+    Bodies of one level are processed together, one subset per joint nv (no padding). The
+    inertia half of the up pass depends on q alone (`_articulated_inertias`); the rest is linear
+    in `(p^A, c, tau, a₀)` (`_aba_sweep`), so `aba_derivatives` reuses the first to apply `M⁻¹`.
     """
     _check_sizes(model, q=q, v=v, tau=tau)
     model = astype(model, _dtype(q, v, tau, f_ext))
+    p, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
+    return _aba_sweep(p, fac, pA0, c, tau, a0)
+
+
+def _aba_setup(model: Model, q: Array, v: Array, f_ext: Array | None):
+    """ABA's q- and v-dependent inputs: the plan, articulated inertias, `p^A₀`, `c`, `a₀`."""
     p = plan(model)
     t = joint_terms(model, q, v)
-    dtype = t.V.dtype
     I = world_inertias(model, t.X_WB)
-    IA0 = I.as_matrix()
     pA0 = force_cross(t.V, I.apply(t.V))
     fe = _f_ext_world(t, f_ext, model.nbodies)
     if fe is not None:
         pA0 = pA0 - fe
     c = t.cJ + motion_cross(t.V, t.vJ)
+    fac = _articulated_inertias(p, t, I.as_matrix())
+    return p, fac, pA0, c, _base_acceleration(model, t.V.dtype)
 
-    # up: articulated inertias, deepest level first
+
+class _AbaSubset(NamedTuple):
+    """Saved per level subset by the inertia pass (all None but `Ia` for nv = 0 joints, whose
+    `Ia` is the articulated inertia passed on unchanged; `UDinv`, `Ia` None at the root level)."""
+
+    S: Array | None
+    U: Array | None
+    Dinv: Array | None
+    UDinv: Array | None
+    Ia: Array | None
+
+
+def _articulated_inertias(p, t: JointTerms, IA0: Array) -> list[list[_AbaSubset]]:
+    """The inertia half of ABA's up pass: `I^A`, `U`, `D⁻¹`, `I^a` per level and subset."""
     L = len(p.levels)
-    acc = [None] * L  # children's (I^a, p^a) summed per level
-    saved = [None] * L
+    acc: list = [None] * L  # children's I^a summed per level
+    fac: list = [None] * L
     for li in range(L - 1, -1, -1):
         lv = p.levels[li]
-        IA, pA = IA0[lv.bodies], pA0[lv.bodies]
+        IA = IA0[lv.bodies]
         if acc[li] is not None:
-            IA, pA = IA + acc[li][0], pA + acc[li][1]
-        parts, saved[li] = [], []
+            IA = IA + acc[li]
+        fac[li] = []
         for s in lv.subsets:
-            IAs, pAs, cs = rows(IA, s.level_pos), rows(pA, s.level_pos), c[s.bodies]
+            IAs = rows(IA, s.level_pos)
             if s.nv == 0:  # a weld passes its inertia on unchanged
-                parts.append((IAs, pAs + matvec(IAs, cs)))
-                saved[li].append(None)
+                fac[li].append(_AbaSubset(None, None, None, None, IAs))
                 continue
             S = rows(t.S[s.cls], s.class_pos)
             U = matmul(IAs, S)
             D = matmul(jnp.swapaxes(S, 1, 2), U)
-            u = tau[s.dof_idx] - rmatvec(S, pAs)
             Dinv = 1.0 / D if s.nv == 1 else spd_inverse(D)
-            saved[li].append((S, U, Dinv, u))
+            UDinv = Ia = None
             if li > 0:
                 UDinv = matmul(U, Dinv)
                 Ia = IAs - matmul(UDinv, jnp.swapaxes(U, 1, 2))
-                pa = pAs + matvec(Ia, cs) + matvec(UDinv, u)
-                parts.append((Ia, pa))
-        if li == 0:
-            break
-        Ia = rows(jnp.concatenate([x[0] for x in parts]), lv.subset_inv)
-        pa = rows(jnp.concatenate([x[1] for x in parts]), lv.subset_inv)
-        P = jnp.asarray(lv.to_parent, dtype)
-        acc[li - 1] = (jnp.einsum("pc,cxy->pxy", P, Ia), P @ pa)
+            fac[li].append(_AbaSubset(S, U, Dinv, UDinv, Ia))
+        if li > 0:
+            Ia = rows(jnp.concatenate([x.Ia for x in fac[li]]), lv.subset_inv)
+            P = jnp.asarray(lv.to_parent, Ia.dtype)
+            acc[li - 1] = jnp.einsum("pc,cxy->pxy", P, Ia)
+    return fac
 
-    # down: accelerations
-    a0 = _base_acceleration(model, dtype)
+
+def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Array:
+    """The part of ABA linear in `(p^A₀, c, tau, a₀)`, given `_articulated_inertias`: the bias
+    forces up the tree, then the accelerations down. `c = None` means zero. With `p^A₀ = 0`,
+    `c = 0`, `a₀ = 0` it is the linear solve `M(q)⁻¹ tau`."""
+    dtype = pA0.dtype
+    L = len(p.levels)
+    acc: list = [None] * L  # children's p^a summed per level
+    us: list = [None] * L
+    for li in range(L - 1, -1, -1):
+        lv = p.levels[li]
+        pA = pA0[lv.bodies]
+        if acc[li] is not None:
+            pA = pA + acc[li]
+        parts, us[li] = [], []
+        for s, f in zip(lv.subsets, fac[li], strict=True):
+            pAs = rows(pA, s.level_pos)
+            if s.nv == 0:
+                parts.append(pAs if c is None else pAs + matvec(f.Ia, c[s.bodies]))
+                us[li].append(None)
+                continue
+            u = tau[s.dof_idx] - rmatvec(f.S, pAs)
+            us[li].append(u)
+            if li > 0:
+                pa = pAs + matvec(f.UDinv, u)
+                parts.append(pa if c is None else pa + matvec(f.Ia, c[s.bodies]))
+        if li > 0:
+            pa = rows(jnp.concatenate(parts), lv.subset_inv)
+            acc[li - 1] = jnp.asarray(lv.to_parent, dtype) @ pa
+
     qdd_parts = []
     a_prev = None
     for li, lv in enumerate(p.levels):
-        a = (a0[None] if a_prev is None else a_prev[lv.parent_pos]) + c[lv.bodies]
+        n = len(lv.bodies)
+        a = jnp.broadcast_to(a0, (n, 6)) if a_prev is None else a_prev[lv.parent_pos]
+        if c is not None:
+            a = a + c[lv.bodies]
         da = []
-        for s, sv in zip(lv.subsets, saved[li], strict=True):
-            if sv is None:
+        for s, f, u in zip(lv.subsets, fac[li], us[li], strict=True):
+            if u is None:
                 da.append(jnp.zeros((len(s.bodies), 6), dtype))
                 continue
-            S, U, Dinv, u = sv
-            a_s = rows(a, s.level_pos)
-            qdd = matvec(Dinv, u - rmatvec(U, a_s))
+            qdd = matvec(f.Dinv, u - rmatvec(f.U, rows(a, s.level_pos)))
             qdd_parts.append(qdd.reshape(-1))
-            da.append(matvec(S, qdd))
+            da.append(matvec(f.S, qdd))
         a_prev = a + rows(jnp.concatenate(da), lv.subset_inv)
     return jnp.concatenate(qdd_parts)[p.level_dof_inv]
 

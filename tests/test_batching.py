@@ -70,6 +70,15 @@ def test_batched_shards_over_devices():
         ref = jax.vmap(jd.aba, (None, 0, 0, 0))(m, q, v, v)
         got = jax.jit(jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=4))(m, q, v, v)
         np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
+        # aba_derivatives on ~40 DOFs: must not call LAPACK (OpenBLAS from two device threads
+        # deadlocked with the former Cholesky of M)
+        m = random_tree(2, nbodies=18)
+        q = jax.vmap(m.random_configuration)(keys)
+        v = jax.random.normal(keys[1], (20, m.nv))
+        ref = jax.vmap(jd.aba_derivatives, (None, 0, 0, 0))(m, q, v, v)
+        got = jax.jit(jd.batched(jd.aba_derivatives, (None, 0, 0, 0), chunk_size=2))(m, q, v, v)
+        for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref)):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
         print("ok")
         """
     )

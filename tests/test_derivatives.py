@@ -3,6 +3,8 @@ derivatives on fixed-base robots, against automatic differentiation of `aba` and
 floating-base robots and on random trees of every joint class, and against finite
 differences."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -177,3 +179,18 @@ def test_constant_hinge_flag_matches_own_terms(name):
     dH, dc_q, dc_v = _own_partials_at_F(joint, jnp.asarray(q), jnp.asarray(v))
     vanish = all(np.allclose(np.asarray(x), 0.0, atol=1e-12) for x in (dH, dc_q, dc_v))
     assert joint.constant_hinge_at_F == vanish
+
+
+def test_aba_derivatives_call_no_lapack():
+    """`M⁻¹` comes from ABA's own factorisation: no LAPACK custom call (OpenBLAS, called from
+    several XLA CPU device threads at once, can deadlock; see `jd.batched`)."""
+    model = random_tree(3, nbodies=8)
+    q, v, _, tau, _ = state(model, 0)
+    jaxpr = str(jax.make_jaxpr(jd.aba_derivatives)(model, q, v, tau))
+    lapack = re.findall(
+        r"= (cholesky|triangular_solve|lu|lu_pivots_to_permutation|eigh|qr)\b", jaxpr
+    )
+    assert not lapack, lapack
+    d = jd.aba_derivatives(model, q, v, tau)
+    M = jd.crba(model, q)
+    np.testing.assert_allclose(d.dvdot_dtau @ M, np.eye(model.nv), atol=1e-10)
