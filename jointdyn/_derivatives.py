@@ -56,7 +56,7 @@ from ._kinematics import (
     joint_terms,
 )
 from ._linalg import matmul, matvec
-from ._misc import astype
+from ._misc import astype, jit_unless_traced
 from ._model import Model
 from ._spatial import force_cross, force_cross_matrix, motion_cross, motion_cross_matrix, skew
 from ._traversal import Plan, plan, stacked_group
@@ -133,7 +133,7 @@ def _own_partials(model: Model, p: Plan, t, q, v, vdot, F):
     return dvJ, dSa, dc_q, dc_v, own
 
 
-@jax.jit
+@jit_unless_traced
 def rnea_derivatives(
     model: Model,
     q: Float[Array, " nq"],
@@ -199,7 +199,7 @@ def rnea_derivatives(
     return dtau_dq, dtau_dv
 
 
-@jax.jit
+@jit_unless_traced
 def aba_derivatives(
     model: Model,
     q: Float[Array, " nq"],

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -24,10 +23,10 @@ from ._kinematics import (
     world_inertias,
 )
 from ._linalg import matmul, matvec, rmatvec, spd_inverse
-from ._misc import astype
+from ._misc import astype, jit_unless_traced
 from ._model import Model
 from ._spatial import force_cross, motion_cross
-from ._traversal import map_joints, plan, rows
+from ._traversal import map_joints, plan, rows, sum_to_parents
 
 
 def _base_acceleration(model: Model, dtype) -> Array:
@@ -53,7 +52,7 @@ def _check_sizes(model: Model, **arrays) -> None:
             raise ValueError(f"`{name}` must have shape ({n},), got {x.shape}")
 
 
-@jax.jit
+@jit_unless_traced
 def rnea(
     model: Model,
     q: Float[Array, " nq"],
@@ -103,20 +102,20 @@ def _rnea_forward(model: Model, p, t: JointTerms, vdot: Array, f_ext: Array | No
     return RneaForward(A, I, IV, fe, anc @ f)
 
 
-@jax.jit
+@jit_unless_traced
 def bias_forces(model: Model, q: Array, v: Array) -> Float[Array, " nv"]:
     """`C(q, v) v + g(q) = rnea(q, v, 0)` (Pinocchio's `nonLinearEffects`)."""
     return rnea(model, q, v, jnp.zeros_like(v))
 
 
-@jax.jit
+@jit_unless_traced
 def gravity_forces(model: Model, q: Float[Array, " nq"]) -> Float[Array, " nv"]:
     """`g(q) = rnea(q, 0, 0)`."""
     z = jnp.zeros(model.nv, q.dtype)
     return rnea(model, q, z, z)
 
 
-@jax.jit
+@jit_unless_traced
 def crba(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nv nv"]:
     """Joint-space inertia matrix `M(q)` (composite rigid body algorithm).
 
@@ -140,7 +139,7 @@ def crba(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nv nv"]:
     return jnp.where(up, A, jnp.where(up.T, A.T, 0.0))
 
 
-@jax.jit
+@jit_unless_traced
 def aba(
     model: Model,
     q: Float[Array, " nq"],
@@ -222,8 +221,7 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array) -> list[list[_AbaSubset]
             fac[li].append(_AbaSubset(S, U, Dinv, UDinv, Ia))
         if li > 0:
             Ia = rows(jnp.concatenate([x.Ia for x in fac[li]]), lv.subset_inv)
-            P = jnp.asarray(lv.to_parent, Ia.dtype)
-            acc[li - 1] = jnp.einsum("pc,cxy->pxy", P, Ia)
+            acc[li - 1] = sum_to_parents(lv, Ia)
     return fac
 
 
@@ -254,7 +252,7 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
                 parts.append(pa if c is None else pa + matvec(f.Ia, c[s.bodies]))
         if li > 0:
             pa = rows(jnp.concatenate(parts), lv.subset_inv)
-            acc[li - 1] = jnp.asarray(lv.to_parent, dtype) @ pa
+            acc[li - 1] = sum_to_parents(lv, pa)
 
     qdd_parts = []
     a_prev = None
@@ -275,7 +273,7 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
     return jnp.concatenate(qdd_parts)[p.level_dof_inv]
 
 
-@jax.jit
+@jit_unless_traced
 def joint_forces(
     model: Model, q: Float[Array, " nq"], v: Float[Array, " nv"]
 ) -> Float[Array, " nv"]:
@@ -286,7 +284,7 @@ def joint_forces(
     return map_joints(model, lambda j, qj, vj: j.passive_force(qj, vj), q=q, v=v, v_out=True)
 
 
-@jax.jit
+@jit_unless_traced
 def forward_dynamics(
     model: Model,
     q: Float[Array, " nq"],

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._linalg import matmul, matvec, rmatvec
-from ._misc import astype
+from ._misc import astype, jit_unless_traced
 from ._model import Model
 from ._spatial import Transform, motion_cross, skew
 from ._traversal import Plan, assemble_bodies, assemble_dofs, concat, map_groups, plan, take
@@ -209,7 +209,7 @@ def frame_poses(model: Model, X_WB: Transform) -> Transform:
     return Transform(R, pos)
 
 
-@jax.jit
+@jit_unless_traced
 def forward_kinematics(
     model: Model, q: Float[Array, " nq"], v: Array | None = None, vdot: Array | None = None
 ) -> Kinematics:
@@ -236,7 +236,7 @@ def forward_kinematics(
     return Kinematics(t.X_WB, X_WF, V_WB, jnp.concatenate([alpha, a_Bo], -1))
 
 
-@jax.jit
+@jit_unless_traced
 def body_jacobians(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nb 6 nv"]:
     """World-aligned Jacobians of all body origins: `V_WB = J_i v`, `V_WB = [w_W; v_Bo_W]`."""
     model = astype(model, q.dtype)
@@ -272,7 +272,7 @@ def jacobian(model: Model, q: Float[Array, " nq"], frame: str) -> Float[Array, "
     return _jacobians_at(p, t, X_WF.p[k][None], p.ancestor[p.dof_body, body][None, :])[0]
 
 
-@jax.jit
+@jit_unless_traced
 def center_of_mass(model: Model, q: Float[Array, " nq"]) -> Float[Array, "3"]:
     """`c = Σ mᵢ cᵢ / Σ mᵢ` in world (bodies attached to the world by a weld are included)."""
     model = astype(model, q.dtype)
@@ -282,7 +282,7 @@ def center_of_mass(model: Model, q: Float[Array, " nq"]) -> Float[Array, "3"]:
     return jnp.sum(m[:, None] * c_W, 0) / jnp.sum(m)
 
 
-@jax.jit
+@jit_unless_traced
 def kinetic_energy(model: Model, q: Array, v: Array) -> Float[Array, ""]:
     """`T = ½ Σ vᵢᵀ Iᵢ vᵢ` (equal to `½ vᵀ M(q) v`)."""
     model = astype(model, _dtype(q, v))
@@ -291,7 +291,7 @@ def kinetic_energy(model: Model, q: Array, v: Array) -> Float[Array, ""]:
     return 0.5 * jnp.sum(h * t.V)
 
 
-@jax.jit
+@jit_unless_traced
 def potential_energy(model: Model, q: Float[Array, " nq"]) -> Float[Array, ""]:
     """`U = −Σ mᵢ g · cᵢ` (zero at the world origin)."""
     model = astype(model, q.dtype)
@@ -300,7 +300,7 @@ def potential_energy(model: Model, q: Float[Array, " nq"]) -> Float[Array, ""]:
     return -jnp.sum(model.inertias.mass * (c_W @ model.gravity))
 
 
-@jax.jit
+@jit_unless_traced
 def centroidal_momentum(model: Model, q: Array, v: Array) -> Float[Array, "6"]:
     """Spatial momentum about the centre of mass, world axes: `h_G = [k_G; l]`.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import TypeVar
 
 import jax
@@ -23,3 +25,22 @@ def astype(tree: T, dtype) -> T:
         return x
 
     return jax.tree.map(cast, tree)
+
+
+def jit_unless_traced(fn: Callable) -> Callable:
+    """`jax.jit(fn)` for calls on concrete arrays; `fn` itself, inlined, when an argument other
+    than the first (the model) is a tracer.
+
+    A jitted function used under `vmap`, `grad` or `jvp` is traced to a jaxpr and then traced
+    again by the transformation's rule for the nested call: twice the trace time of
+    `jit(vmap(aba))`. Inlining traces it once. Direct calls keep jit's cache and dispatch.
+    """
+    jitted = jax.jit(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args[1:], kwargs))):
+            return fn(*args, **kwargs)
+        return jitted(*args, **kwargs)
+
+    return wrapper

@@ -65,12 +65,13 @@ class Subset:
 @dataclasses.dataclass(frozen=True, eq=False)
 class Level:
     """Bodies of one depth. `parent_pos[i]`: position of body i's parent in the level above;
-    `to_parent` (n_above, n) sums children into parents; `subset_inv` reorders the
-    concatenated subsets into level order (None when already in order)."""
+    `children` (n_above, max children) lists each parent's children (positions in this level,
+    padded with n, a zero row; see `sum_to_parents`); `subset_inv` reorders the concatenated
+    subsets into level order (None when already in order)."""
 
     bodies: np.ndarray
     parent_pos: np.ndarray
-    to_parent: np.ndarray
+    children: np.ndarray
     subsets: tuple[Subset, ...]
     subset_inv: np.ndarray | None
 
@@ -160,9 +161,10 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
         bodies = np.nonzero(depths == d)[0]
         pos_in_prev = {int(b): k for k, b in enumerate(prev_bodies)}
         parent_pos = np.asarray([pos_in_prev.get(topo.parents[b], -1) for b in bodies], np.int64)
-        to_parent = np.zeros((len(prev_bodies), len(bodies)))
-        if d > 0:
-            to_parent[parent_pos, np.arange(len(bodies))] = 1.0
+        kids = [np.nonzero(parent_pos == k)[0] for k in range(len(prev_bodies))]
+        children = np.full((len(prev_bodies), max([len(x) for x in kids], default=0)), len(bodies))
+        for k, x in enumerate(kids):
+            children[k, : len(x)] = x
         subsets, cat = [], []
         for ci in [*range(len(classes)), -1]:
             pos = np.asarray(
@@ -182,7 +184,7 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
             level_dofs.append(dof_idx.ravel())
         cat = np.concatenate(cat)
         inv = _none_if_iota(_inverse(cat, len(bodies)), len(bodies))
-        levels.append(Level(bodies, parent_pos, to_parent, tuple(subsets), inv))
+        levels.append(Level(bodies, parent_pos, children, tuple(subsets), inv))
         prev_bodies = bodies
     level_order = np.concatenate([lv.bodies for lv in levels])
     level_dofs = np.concatenate(level_dofs + [np.zeros(0, np.int64)])
@@ -289,3 +291,22 @@ def map_joints(
         flat = jnp.concatenate([o.reshape(-1) for o in outs])
         return flat[p.group_q_inv if q_out else p.group_v_inv]
     return take(concat(outs), p.group_body_inv)
+
+
+def sum_to_parents(lv: Level, x: jnp.ndarray) -> jnp.ndarray:
+    """`y_k = Σ_{children c of k} x_c`: rows of level `lv` (n, ...) summed into the level above.
+
+    Static gathers and adds (one fused loop), not a product with a 0/1 matrix: XLA:CPU runs
+    small batched products as separate, slow kernels.
+    """
+    ch = lv.children
+    if ch.shape[1] == 0:
+        return jnp.zeros((ch.shape[0],) + x.shape[1:], x.dtype)
+    if (ch < len(lv.bodies)).all():  # every parent has a child: no padding row needed
+        xp = x
+    else:
+        xp = jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)])
+    out = xp[ch[:, 0]]
+    for k in range(1, ch.shape[1]):
+        out = out + xp[ch[:, k]]
+    return out
