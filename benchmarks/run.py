@@ -1061,9 +1061,10 @@ def render(res: dict, st: Settings) -> str:
 
     if res["derivatives"]:
         out += ["## Derivatives of aba in (q, v, tau), float64", ""]
+        how = "jit(vmap" if st.impl == "vmap" else "jit(jointdyn.batched"
         out.append(
-            "jointdyn: `jit(vmap(jointdyn.aba_derivatives))` (jd: −M⁻¹ ∂RNEA with analytic "
-            "RNEA partials), or `jit(vmap(jac(lambda dq, v, tau: aba(model, model.integrate(q, dq), "
+            f"jointdyn: `{how}(jointdyn.aba_derivatives))` (jd: −M⁻¹ ∂RNEA with analytic "
+            f"RNEA partials), or `{how}(jac(lambda dq, v, tau: aba(model, model.integrate(q, dq), "
             "v, tau), argnums=(0, 1, 2))))` at dq = 0 with jac = `jax.jacrev` (rev) or "
             "`jax.jacfwd` (fwd); q-derivatives in the tangent space, as Pinocchio's. Pinocchio: one call "
             "of `computeABADerivatives` (one thread). A batch that would not fit the time budget "
