@@ -289,3 +289,20 @@ def test_bad_shapes_raise():
         jd.aba(model, q, v, tau[:-1])
     with pytest.raises(ValueError, match="f_ext"):
         jd.aba(model, q, v, tau, f[:-1])
+
+
+def test_algorithms_inline_when_traced():
+    """Under a transformation the public algorithms are traced once, inline (no nested `aba`
+    call to be traced again by vmap's rule); on concrete arrays they run jitted."""
+    model = random_tree(4, nbodies=5)
+    q, v, _, tau, _ = state(model, 3)
+    batched = jax.make_jaxpr(jax.vmap(jd.aba, (None, 0, 0, 0)))(model, q[None], v[None], tau[None])
+    assert "name=aba" not in str(batched)
+    direct = jd.aba(model, q, v, tau)
+    np.testing.assert_allclose(jax.jit(jd.aba)(model, q, v, tau), direct, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        jax.vmap(jd.aba, (None, 0, 0, 0))(model, q[None], v[None], tau[None])[0],
+        direct,
+        rtol=1e-12,
+        atol=1e-12,
+    )
