@@ -147,8 +147,12 @@ def rnea_derivatives(
     """
     _check_sizes(model, q=q, v=v, vdot=vdot)
     model = astype(model, _dtype(q, v, vdot, f_ext))
-    p = plan(model)
-    t = joint_terms(model, q, v)
+    return _rnea_derivatives(model, plan(model), joint_terms(model, q, v), q, v, vdot, f_ext)
+
+
+def _rnea_derivatives(model: Model, p: Plan, t, q, v, vdot, f_ext):
+    """`rnea_derivatives` given the plan and `joint_terms(model, q, v)` (shared with
+    `aba_derivatives`, which has them already)."""
     nb, dtype = model.nbodies, t.V.dtype
     anc = jnp.asarray(p.ancestor, dtype)
 
@@ -219,9 +223,9 @@ def aba_derivatives(
     """
     _check_sizes(model, q=q, v=v, tau=tau)
     model = astype(model, _dtype(q, v, tau, f_ext))
-    p, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
+    p, t, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
     vdot = _aba_sweep(p, fac, pA0, c, tau, a0)
-    dtau_dq, dtau_dv = rnea_derivatives(model, q, v, vdot, f_ext)
+    dtau_dq, dtau_dv = _rnea_derivatives(model, p, t, q, v, vdot, f_ext)
     nv, nb, dtype = model.nv, model.nbodies, vdot.dtype
     solve = lambda b: _aba_sweep(p, fac, jnp.zeros((nb, 6), dtype), None, b, jnp.zeros(6, dtype))  # noqa: E731
     M_inv = jax.vmap(solve, out_axes=1)(jnp.eye(nv, dtype=dtype))  # column k: M⁻¹ e_k

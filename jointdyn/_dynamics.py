@@ -165,12 +165,13 @@ def aba(
     """
     _check_sizes(model, q=q, v=v, tau=tau)
     model = astype(model, _dtype(q, v, tau, f_ext))
-    p, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
+    p, _, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
     return _aba_sweep(p, fac, pA0, c, tau, a0)
 
 
 def _aba_setup(model: Model, q: Array, v: Array, f_ext: Array | None):
-    """ABA's q- and v-dependent inputs: the plan, articulated inertias, `p^A₀`, `c`, `a₀`."""
+    """ABA's q- and v-dependent inputs: the plan, `joint_terms`, articulated inertias, `p^A₀`,
+    `c`, `a₀`."""
     p = plan(model)
     t = joint_terms(model, q, v)
     I = world_inertias(model, t.X_WB)
@@ -180,7 +181,7 @@ def _aba_setup(model: Model, q: Array, v: Array, f_ext: Array | None):
         pA0 = pA0 - fe
     c = t.cJ + motion_cross(t.V, t.vJ)
     fac = _articulated_inertias(p, t, I.as_matrix())
-    return p, fac, pA0, c, _base_acceleration(model, t.V.dtype)
+    return p, t, fac, pA0, c, _base_acceleration(model, t.V.dtype)
 
 
 class _AbaSubset(NamedTuple):
