@@ -59,7 +59,7 @@ from ._linalg import matmul, matvec
 from ._misc import astype, jit_unless_traced
 from ._model import Model
 from ._spatial import force_cross, force_cross_matrix, motion_cross, motion_cross_matrix, skew
-from ._traversal import Plan, plan, stacked_group
+from ._traversal import Plan, plan, stacked_group, take
 
 
 class ABADerivatives(eqx.Module):
@@ -125,7 +125,9 @@ def _own_partials(model: Model, p: Plan, t, q, v, vdot, F):
         z = jnp.zeros((0, 6), dtype)
         return z, z, z, z, None
     # DOF order: groups were concatenated in plan order (nv-0 groups add nothing)
-    dvJ, dSa, dc_q, dc_v = (jnp.concatenate(x)[p.group_v_inv] for x in zip(*parts, strict=True))
+    dvJ, dSa, dc_q, dc_v = (
+        take(jnp.concatenate(x), p.group_v_inv) for x in zip(*parts, strict=True)
+    )
     own = None
     if vals:
         rc = np.concatenate(rows), np.concatenate(cols)

@@ -26,7 +26,7 @@ from ._linalg import matmul, matvec, rmatvec, spd_inverse
 from ._misc import astype, jit_unless_traced
 from ._model import Model
 from ._spatial import force_cross, motion_cross
-from ._traversal import map_joints, plan, rows, sum_to_parents
+from ._traversal import map_joints, plan, rows, sum_to_parents, take
 
 
 def _base_acceleration(model: Model, dtype) -> Array:
@@ -271,7 +271,7 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
             qdd_parts.append(qdd.reshape(-1))
             da.append(matvec(f.S, qdd))
         a_prev = a + rows(jnp.concatenate(da), lv.subset_inv)
-    return jnp.concatenate(qdd_parts)[p.level_dof_inv]
+    return take(jnp.concatenate(qdd_parts), p.level_dof_inv)
 
 
 @jit_unless_traced

@@ -53,17 +53,28 @@ def _shift_columns(R_WF, p_WM, H):
 
 def _poses(p: Plan, X_PF: Transform, X_FB: Transform) -> tuple[Transform, Transform]:
     """`X_WF = X_WP · X_PF` and `X_WB = X_WF · X_FB` by depth level, parents gathered from the
-    level above. Returns `(X_WF, X_WB)` in body order."""
-    F_out, B_out = [], []
-    prev = None
-    for lv in p.levels:
+    level above. Returns `(X_WF, X_WB)` in body order.
+
+    Each level's `X_WB` is written into one buffer (in level order) with
+    `dynamic_update_slice`, and the next level gathers its parents from that buffer. Gathering
+    from the level's own result instead lets XLA fuse every level into the final concatenation
+    and recompute the chain of ancestors for each output element: quadratic in the depth,
+    RNEA 1.45× slower on panda (a chain of 9 bodies).
+    """
+    B_all = jax.tree.map(jnp.zeros_like, X_FB)  # X_WB in level order
+    F_out, start = [], 0
+    for li, lv in enumerate(p.levels):
         X_WF = take(X_PF, lv.bodies)
-        if prev is not None:
-            X_WF = take(prev, lv.parent_pos) @ X_WF
-        prev = X_WF @ take(X_FB, lv.bodies)
+        if li > 0:
+            parents = start - len(p.levels[li - 1].bodies) + lv.parent_pos
+            X_WF = take(B_all, parents) @ X_WF
+        X_WB = X_WF @ take(X_FB, lv.bodies)
+        B_all = jax.tree.map(
+            lambda a, x, s=start: jax.lax.dynamic_update_slice_in_dim(a, x, s, 0), B_all, X_WB
+        )
         F_out.append(X_WF)
-        B_out.append(prev)
-    return tuple(take(concat(x), p.level_body_inv) for x in (F_out, B_out))
+        start += len(lv.bodies)
+    return take(concat(F_out), p.level_body_inv), take(B_all, p.level_body_inv)
 
 
 def _local_terms(j, qj, vj=None):
@@ -117,7 +128,7 @@ def dof_columns(p: Plan, S: tuple) -> Array:
     if not S:
         return jnp.zeros((6, 0))
     flat = jnp.concatenate([jnp.swapaxes(Sc, 1, 2).reshape(-1, 6) for Sc in S])
-    return flat[p.class_dof_inv].T
+    return take(flat, p.class_dof_inv).T
 
 
 class WorldInertia(eqx.Module):

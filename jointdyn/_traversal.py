@@ -228,19 +228,32 @@ def assemble_bodies(p: Plan, per_class: list, like) -> jnp.ndarray:
     parts = list(per_class)
     if len(p.zero_bodies):
         parts.append(jnp.zeros((len(p.zero_bodies),) + like.shape[1:], like.dtype))
-    return jnp.concatenate(parts)[p.class_body_inv]
+    return take(jnp.concatenate(parts), p.class_body_inv)
 
 
 def assemble_dofs(p: Plan, per_class: list, dtype) -> jnp.ndarray:
     """Per-class (n_k, k) values → (nv,) in DOF order."""
     if not per_class:
         return jnp.zeros(0, dtype)
-    return jnp.concatenate([x.reshape(-1) for x in per_class])[p.class_dof_inv]
+    return take(jnp.concatenate([x.reshape(-1) for x in per_class]), p.class_dof_inv)
 
 
 def take(tree, idx):
-    """Index the leading axis of every leaf of `tree`."""
+    """Index the leading axis of every leaf of `tree` (nothing to do for a static identity
+    permutation: XLA keeps such gathers inside fusions, where they cost as much as any other)."""
+    if _is_iota(idx, tree):
+        return tree
     return jax.tree.map(lambda x: x[idx], tree)
+
+
+def _is_iota(idx, tree) -> bool:
+    n = jax.tree.leaves(tree)[0].shape[0] if jax.tree.leaves(tree) else -1
+    return (
+        isinstance(idx, np.ndarray)
+        and idx.ndim == 1
+        and len(idx) == n
+        and np.array_equal(idx, np.arange(n))
+    )
 
 
 def concat(trees):
@@ -289,7 +302,7 @@ def map_joints(
     outs = map_groups(model, fn, per_body=per_body, q=q, q2=q2, v=v)
     if q_out or v_out:
         flat = jnp.concatenate([o.reshape(-1) for o in outs])
-        return flat[p.group_q_inv if q_out else p.group_v_inv]
+        return take(flat, p.group_q_inv if q_out else p.group_v_inv)
     return take(concat(outs), p.group_body_inv)
 
 
