@@ -74,6 +74,8 @@ class Level:
     children: np.ndarray
     subsets: tuple[Subset, ...]
     subset_inv: np.ndarray | None
+    start: int  # offset of the level in level order (see `write_level`)
+    parent_start: int  # the level above's offset
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -157,6 +159,7 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
     depths = np.asarray(topo.depths)
     levels, level_dofs = [], []
     prev_bodies = np.zeros(0, np.int64)
+    start = parent_start = 0
     for d in range(int(depths.max()) + 1):
         bodies = np.nonzero(depths == d)[0]
         pos_in_prev = {int(b): k for k, b in enumerate(prev_bodies)}
@@ -184,7 +187,8 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
             level_dofs.append(dof_idx.ravel())
         cat = np.concatenate(cat)
         inv = _none_if_iota(_inverse(cat, len(bodies)), len(bodies))
-        levels.append(Level(bodies, parent_pos, children, tuple(subsets), inv))
+        levels.append(Level(bodies, parent_pos, children, tuple(subsets), inv, start, parent_start))
+        parent_start, start = start, start + len(bodies)
         prev_bodies = bodies
     level_order = np.concatenate([lv.bodies for lv in levels])
     level_dofs = np.concatenate(level_dofs + [np.zeros(0, np.int64)])
@@ -304,6 +308,23 @@ def map_joints(
         flat = jnp.concatenate([o.reshape(-1) for o in outs])
         return take(flat, p.group_q_inv if q_out else p.group_v_inv)
     return take(concat(outs), p.group_body_inv)
+
+
+def write_level(buf, lv: Level, x):
+    """Rows of level `lv` written into `buf` (every body, level order) at `lv.start`.
+
+    A level loop that keeps each level's result only as its own array, and concatenates them at
+    the end, lets XLA fuse all levels into the concatenation and recompute the whole chain of
+    ancestors for each output element (quadratic in the depth). Writing each level into one
+    buffer with `dynamic_update_slice`, and reading parents back with `parents_of`, keeps every
+    level a separate, linear-cost step.
+    """
+    return jax.tree.map(lambda a, y: jax.lax.dynamic_update_slice_in_dim(a, y, lv.start, 0), buf, x)
+
+
+def parents_of(buf, lv: Level):
+    """The rows of `lv`'s parents, read from a `write_level` buffer."""
+    return take(buf, lv.parent_start + lv.parent_pos)
 
 
 def sum_to_parents(lv: Level, x: jnp.ndarray) -> jnp.ndarray:
