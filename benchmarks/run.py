@@ -283,10 +283,14 @@ def jd_args(robot: Robot, alg: str, batch: int, dtype) -> tuple:
         return jnp.asarray(x[:batch], dtype=dtype)
 
     if alg == "aba":
-        return model, a(s["q"]), a(s["v"]), a(s["tau"])
-    if alg == "rnea":
-        return model, a(s["q"]), a(s["v"]), a(s["vdot"])
-    return model, a(s["q"])
+        args = model, a(s["q"]), a(s["v"]), a(s["tau"])
+    elif alg == "rnea":
+        args = model, a(s["q"]), a(s["v"]), a(s["vdot"])
+    else:
+        args = model, a(s["q"])
+    if IMPL == "batched":  # where jointdyn.batched computes: states split over the devices
+        args = jd.device_put_batched(args, (None,) + (0,) * (len(args) - 1))
+    return args
 
 
 IMPL = "vmap"  # set from Settings.impl: "vmap" = jax.vmap, "batched" = jointdyn.batched

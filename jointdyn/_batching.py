@@ -18,7 +18,7 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 CPU_CHUNK_SIZE = 32
 
@@ -45,9 +45,7 @@ def batched(
     """
 
     def wrapped(*args: Any):
-        axes = in_axes if isinstance(in_axes, Sequence) else (in_axes,) * len(args)
-        if len(axes) != len(args):
-            raise ValueError(f"`in_axes` has {len(axes)} entries for {len(args)} arguments")
+        axes = _axes(args, in_axes)
         for a in axes:
             if a not in (0, None):
                 raise ValueError(f"`in_axes` entries must be 0 or None, got {a!r}")
@@ -66,12 +64,9 @@ def batched(
 
             return jax.lax.map(one, mapped, batch_size=int(size))
 
-        devices = jax.local_devices()
-        sizes = {jax.tree.leaves(x)[0].shape[0] for x, a in zip(args, axes, strict=True) if a == 0}
-        n = sizes.pop() if len(sizes) == 1 else 0
-        if not (shard and len(devices) > 1 and n and n % len(devices) == 0):
+        mesh = _mesh(args, axes) if shard else None
+        if mesh is None:
             return local(*args)
-        mesh = Mesh(np.asarray(devices), ("batch",))
         specs = tuple(PartitionSpec("batch") if a == 0 else PartitionSpec() for a in axes)
         return jax.shard_map(local, mesh=mesh, in_specs=specs, out_specs=PartitionSpec("batch"))(
             *args
@@ -79,3 +74,43 @@ def batched(
 
     wrapped.__doc__ = f"Batched `{getattr(fn, '__name__', 'fn')}` (see `jointdyn.batched`)."
     return wrapped
+
+
+def _axes(args, in_axes) -> tuple:
+    axes = in_axes if isinstance(in_axes, Sequence) else (in_axes,) * len(args)
+    if len(axes) != len(args):
+        raise ValueError(f"`in_axes` has {len(axes)} entries for {len(args)} arguments")
+    return tuple(axes)
+
+
+def _mesh(args, axes) -> Mesh | None:
+    """The 1-D mesh `batched` splits over: all local devices, when there are several and the
+    batch divides among them; else None."""
+    devices = jax.local_devices()
+    sizes = {jax.tree.leaves(x)[0].shape[0] for x, a in zip(args, axes, strict=True) if a == 0}
+    n = sizes.pop() if len(sizes) == 1 else 0
+    if not (len(devices) > 1 and n and n % len(devices) == 0):
+        return None
+    return Mesh(np.asarray(devices), ("batch",))
+
+
+def device_put_batched(args: Sequence[Any], in_axes: int | None | Sequence[int | None] = 0):
+    """`args` placed where `batched(fn, in_axes)` computes on them: mapped arguments split
+    along their leading axis over the local devices, shared ones (the model) copied to each.
+
+    Without it a sharded `batched` call re-distributes its inputs on every call (measured
+    ~4 ms per call for a 29-DOF model at batch 4096 on 2 CPU devices, most of it copying the
+    model's leaves). Place inputs once, e.g. before a rollout loop. With one device (or a
+    batch that does not divide among the devices) the arguments are returned unchanged.
+    """
+    args = tuple(args)
+    axes = _axes(args, in_axes)
+    mesh = _mesh(args, axes)
+    if mesh is None:
+        return args
+    return tuple(
+        jax.device_put(
+            x, NamedSharding(mesh, PartitionSpec("batch") if a == 0 else PartitionSpec())
+        )
+        for x, a in zip(args, axes, strict=True)
+    )

@@ -46,6 +46,15 @@ def test_batched_bad_axes(batch):
         jd.batched(jd.aba, (None, 1, 0, 0))(model, q, v, tau)
     with pytest.raises(ValueError, match="in_axes"):
         jd.batched(jd.aba, (None, 0))(model, q, v, tau)
+    with pytest.raises(ValueError, match="in_axes"):
+        jd.device_put_batched((model, q), (None, 0, 0))
+
+
+def test_device_put_batched_one_device(batch):
+    """With one device the arguments come back as they are."""
+    model, q, v, tau = batch
+    out = jd.device_put_batched((model, q, v, tau), (None, 0, 0, 0))
+    assert out[1] is q and out[0] is model
 
 
 def test_batched_shards_over_devices():
@@ -68,8 +77,17 @@ def test_batched_shards_over_devices():
         q = jax.vmap(m.random_configuration)(keys)
         v = jax.random.normal(keys[0], (20, m.nv))
         ref = jax.vmap(jd.aba, (None, 0, 0, 0))(m, q, v, v)
-        got = jax.jit(jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=4))(m, q, v, v)
+        f = jax.jit(jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=4))
+        got = f(m, q, v, v)
         np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
+        # inputs placed once where batched computes: states split, the model on both devices
+        pm, pq, pv = jd.device_put_batched((m, q, v), (None, 0, 0))
+        assert len(pq.sharding.device_set) == 2 and pq.addressable_shards[0].data.shape == (10, m.nq)
+        assert all(len(x.sharding.device_set) == 2 and x.sharding.is_fully_replicated
+                   for x in jax.tree.leaves(pm))
+        np.testing.assert_allclose(f(pm, pq, pv, pv), ref, rtol=1e-10, atol=1e-10)
+        odd = jd.device_put_batched((m, q[:7]), (None, 0))  # 7 does not split over 2: unchanged
+        assert odd[1] is not None and len(odd[1].sharding.device_set) == 1
         # aba_derivatives on ~40 DOFs: must not call LAPACK (OpenBLAS from two device threads
         # deadlocked with the former Cholesky of M)
         m = random_tree(2, nbodies=18)
