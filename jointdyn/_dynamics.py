@@ -26,7 +26,7 @@ from ._linalg import matmul, matvec, rmatvec, spd_inverse
 from ._misc import astype, jit_unless_traced
 from ._model import Model
 from ._spatial import force_cross, motion_cross
-from ._traversal import map_joints, plan, rows, sum_to_parents, take
+from ._traversal import map_joints, plan, sum_to_parents, take
 
 
 def _base_acceleration(model: Model, dtype) -> Array:
@@ -132,7 +132,7 @@ def crba(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nv nv"]:
     I = world_inertias(model, t.X_WB)
     anc = jnp.asarray(p.ancestor, I.m.dtype)
     Ic = WorldInertia.unflatten(anc @ I.flatten())  # composite inertias: subtree sums
-    F = tuple(rows(Ic, c.bodies).apply_columns(Sc) for c, Sc in zip(p.classes, t.S, strict=True))
+    F = tuple(take(Ic, c.bodies).apply_columns(Sc) for c, Sc in zip(p.classes, t.S, strict=True))
     Sd, Fd = dof_columns(p, t.S), dof_columns(p, F)
     A = Sd.T @ Fd  # A[k, l] = S_kᵀ I^c_body(l) S_l
     up = jnp.asarray(p.dof_ancestor, bool)
@@ -207,11 +207,11 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array) -> list[list[_AbaSubset]
             IA = IA + acc[li]
         fac[li] = []
         for s in lv.subsets:
-            IAs = rows(IA, s.level_pos)
+            IAs = take(IA, s.level_pos)
             if s.nv == 0:  # a weld passes its inertia on unchanged
                 fac[li].append(_AbaSubset(None, None, None, None, IAs))
                 continue
-            S = rows(t.S[s.cls], s.class_pos)
+            S = take(t.S[s.cls], s.class_pos)
             U = matmul(IAs, S)
             D = matmul(jnp.swapaxes(S, 1, 2), U)
             Dinv = 1.0 / D if s.nv == 1 else spd_inverse(D)
@@ -221,7 +221,7 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array) -> list[list[_AbaSubset]
                 Ia = IAs - matmul(UDinv, jnp.swapaxes(U, 1, 2))
             fac[li].append(_AbaSubset(S, U, Dinv, UDinv, Ia))
         if li > 0:
-            Ia = rows(jnp.concatenate([x.Ia for x in fac[li]]), lv.subset_inv)
+            Ia = take(jnp.concatenate([x.Ia for x in fac[li]]), lv.subset_inv)
             acc[li - 1] = sum_to_parents(lv, Ia)
     return fac
 
@@ -241,7 +241,7 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
             pA = pA + acc[li]
         parts, us[li] = [], []
         for s, f in zip(lv.subsets, fac[li], strict=True):
-            pAs = rows(pA, s.level_pos)
+            pAs = take(pA, s.level_pos)
             if s.nv == 0:
                 parts.append(pAs if c is None else pAs + matvec(f.Ia, c[s.bodies]))
                 us[li].append(None)
@@ -252,7 +252,7 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
                 pa = pAs + matvec(f.UDinv, u)
                 parts.append(pa if c is None else pa + matvec(f.Ia, c[s.bodies]))
         if li > 0:
-            pa = rows(jnp.concatenate(parts), lv.subset_inv)
+            pa = take(jnp.concatenate(parts), lv.subset_inv)
             acc[li - 1] = sum_to_parents(lv, pa)
 
     qdd_parts = []
@@ -267,10 +267,10 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
             if u is None:
                 da.append(jnp.zeros((len(s.bodies), 6), dtype))
                 continue
-            qdd = matvec(f.Dinv, u - rmatvec(f.U, rows(a, s.level_pos)))
+            qdd = matvec(f.Dinv, u - rmatvec(f.U, take(a, s.level_pos)))
             qdd_parts.append(qdd.reshape(-1))
             da.append(matvec(f.S, qdd))
-        a_prev = a + rows(jnp.concatenate(da), lv.subset_inv)
+        a_prev = a + take(jnp.concatenate(da), lv.subset_inv)
     return take(jnp.concatenate(qdd_parts), p.level_dof_inv)
 
 

@@ -75,7 +75,6 @@ class Level:
     subsets: tuple[Subset, ...]
     subset_inv: np.ndarray | None
     start: int  # offset of the level in level order (see `write_level`)
-    parent_start: int  # the level above's offset
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -159,7 +158,7 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
     depths = np.asarray(topo.depths)
     levels, level_dofs = [], []
     prev_bodies = np.zeros(0, np.int64)
-    start = parent_start = 0
+    start = 0
     for d in range(int(depths.max()) + 1):
         bodies = np.nonzero(depths == d)[0]
         pos_in_prev = {int(b): k for k, b in enumerate(prev_bodies)}
@@ -187,8 +186,8 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
             level_dofs.append(dof_idx.ravel())
         cat = np.concatenate(cat)
         inv = _none_if_iota(_inverse(cat, len(bodies)), len(bodies))
-        levels.append(Level(bodies, parent_pos, children, tuple(subsets), inv, start, parent_start))
-        parent_start, start = start, start + len(bodies)
+        levels.append(Level(bodies, parent_pos, children, tuple(subsets), inv, start))
+        start += len(bodies)
         prev_bodies = bodies
     level_order = np.concatenate([lv.bodies for lv in levels])
     level_dofs = np.concatenate(level_dofs + [np.zeros(0, np.int64)])
@@ -222,11 +221,6 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
     )
 
 
-def rows(x, idx):
-    """`x[idx]` along the leading axis, or `x` itself when `idx` is None (all rows, in order)."""
-    return x if idx is None else jax.tree.map(lambda a: a[idx], x)
-
-
 def assemble_bodies(p: Plan, per_class: list, like) -> jnp.ndarray:
     """Per-class rows (n_k, ...) → (nb, ...) in body order; nv-0 bodies get zeros."""
     parts = list(per_class)
@@ -243,21 +237,20 @@ def assemble_dofs(p: Plan, per_class: list, dtype) -> jnp.ndarray:
 
 
 def take(tree, idx):
-    """Index the leading axis of every leaf of `tree` (nothing to do for a static identity
-    permutation: XLA keeps such gathers inside fusions, where they cost as much as any other)."""
-    if _is_iota(idx, tree):
+    """Index the leading axis of every leaf of `tree`; `idx` None means all rows, in order.
+
+    Nothing is done for None or a static identity permutation: XLA keeps such gathers inside
+    fusions, where they cost as much as any other.
+    """
+    if idx is None or _is_iota(idx, tree):
         return tree
     return jax.tree.map(lambda x: x[idx], tree)
 
 
 def _is_iota(idx, tree) -> bool:
-    n = jax.tree.leaves(tree)[0].shape[0] if jax.tree.leaves(tree) else -1
-    return (
-        isinstance(idx, np.ndarray)
-        and idx.ndim == 1
-        and len(idx) == n
-        and np.array_equal(idx, np.arange(n))
-    )
+    leaves = jax.tree.leaves(tree)
+    n = leaves[0].shape[0] if leaves else -1
+    return isinstance(idx, np.ndarray) and idx.shape == (n,) and np.array_equal(idx, np.arange(n))
 
 
 def concat(trees):
@@ -324,7 +317,7 @@ def write_level(buf, lv: Level, x):
 
 def parents_of(buf, lv: Level):
     """The rows of `lv`'s parents, read from a `write_level` buffer."""
-    return take(buf, lv.parent_start + lv.parent_pos)
+    return take(buf, lv.start - lv.children.shape[0] + lv.parent_pos)
 
 
 def sum_to_parents(lv: Level, x: jnp.ndarray) -> jnp.ndarray:
