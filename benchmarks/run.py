@@ -294,6 +294,7 @@ def jd_args(robot: Robot, alg: str, batch: int, dtype) -> tuple:
 
 
 IMPL = "vmap"  # set from Settings.impl: "vmap" = jax.vmap, "batched" = jointdyn.batched
+COMPILER_OPTIONS = True  # Settings.compiler_options: jointdyn.jit, else plain jax.jit
 
 
 def jd_batched(alg: str):
@@ -310,9 +311,10 @@ def batch_over_states(fn, in_axes):
 
 
 def compile_timed(fn, args) -> tuple[Any, float, float]:
-    """AOT-compile `jax.jit(fn)` for `args`: (executable, trace+lower seconds, compile seconds)."""
+    """AOT-compile `jointdyn.jit(fn)` (`jax.jit` with `jointdyn.compiler_options()`; plain
+    `jax.jit` under `--xla-defaults`) for `args`: (executable, trace+lower s, compile s)."""
     t0 = time.perf_counter()
-    lowered = jax.jit(fn).lower(*args)
+    lowered = (jd.jit(fn) if COMPILER_OPTIONS else jax.jit(fn)).lower(*args)
     t1 = time.perf_counter()
     compiled = lowered.compile()
     t2 = time.perf_counter()
@@ -395,6 +397,7 @@ class Settings:
     mjx: bool
     quick: bool
     impl: str = "vmap"
+    compiler_options: bool = True
 
 
 def log(msg: str) -> None:
@@ -859,6 +862,7 @@ def machine_info() -> dict[str, Any]:
         "jax": jax.__version__,
         "jaxlib": getattr(jax.lib, "__version__", None) or _version("jaxlib"),
         "devices": [str(d) for d in jax.devices()],
+        "compiler_options": jd.compiler_options(),
         "platform": dev.platform,
         "device_kind": getattr(dev, "device_kind", "?"),
         "pinocchio": pin.__version__,
@@ -892,6 +896,12 @@ def render(res: dict, st: Settings) -> str:
         f"{m['numpy']}, python {m['python']}, jointdyn {m['jointdyn']}"
     )
     out.append(f"- command: `{res['command']}`; wall time {res.get('wall_s', 0):.0f} s")
+    opts = m.get("compiler_options")
+    out.append(
+        f"- jointdyn compiled with `jointdyn.jit`, XLA options {opts}"
+        if st.compiler_options
+        else "- jointdyn compiled with plain `jax.jit` (XLA's default options, `--xla-defaults`)"
+    )
     out.append(
         "- µs per sample, median of repeats after a warm-up call; ratio = jointdyn / Pinocchio "
         "(< 1: jointdyn faster). Pinocchio is always float64 on the CPU. 'ratio of minima' "
@@ -1243,6 +1253,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="jointdyn batching: jax.vmap, or jointdyn.batched (cache-sized chunks, all devices)",
     )
     p.add_argument(
+        "--xla-defaults",
+        action="store_true",
+        help="compile with plain jax.jit, not jointdyn.jit (jointdyn.compiler_options())",
+    )
+    p.add_argument(
         "--cpu-devices", type=int, default=None, help="XLA CPU devices (one per core: 2)"
     )
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -1253,11 +1268,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     global WORKER
     a = parse_args(argv)
-    global IMPL
+    global IMPL, COMPILER_OPTIONS
     if a.worker:
         WORKER = True
         st = Settings(**json.loads(a.settings_json))
         IMPL = st.impl
+        COMPILER_OPTIONS = st.compiler_options
         bench_one_robot(a.worker, st, empty_results())
         return
     st = Settings(
@@ -1275,8 +1291,10 @@ def main(argv=None) -> None:
         mjx=not a.no_mjx and mjx_available(),
         quick=a.quick,
         impl=a.impl,
+        compiler_options=not a.xla_defaults,
     )
     IMPL = st.impl
+    COMPILER_OPTIONS = st.compiler_options
     for name in st.robots:
         if name not in ROBOTS:
             sys.exit(f"unknown robot {name!r}; robots: {', '.join(ROBOTS)}")

@@ -130,6 +130,8 @@ from ._kinematics import (
 from ._kinematics import (
     potential_energy as potential_energy,
 )
+from ._misc import compiler_options as compiler_options
+from ._misc import jit as jit
 from ._model import Model as Model
 from ._model import ModelBuilder as ModelBuilder
 from ._model import Topology as Topology

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -27,20 +27,64 @@ def astype(tree: T, dtype) -> T:
     return jax.tree.map(cast, tree)
 
 
+#: XLA options jointdyn compiles with on CPU (see `compiler_options`).
+CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+@functools.cache
+def _supported_options() -> tuple[tuple[str, Any], ...]:
+    try:  # an XLA without the option rejects it at compile time
+        jax.jit(lambda x: x, compiler_options=CPU_COMPILER_OPTIONS).lower(0.0).compile()
+    except Exception:  # noqa: BLE001 - any refusal means: compile with XLA's defaults
+        return ()
+    return tuple(CPU_COMPILER_OPTIONS.items())
+
+
+def compiler_options() -> dict[str, Any]:
+    """The XLA compiler options jointdyn's own jitted calls use, for your `jax.jit`:
+
+        jax.jit(jax.vmap(jd.aba, (None, 0, 0, 0)), compiler_options=jd.compiler_options())
+
+    `xla_cpu_use_fusion_emitters=False`: XLA:CPU emits fused kernels with its elemental IR
+    emitter instead of the MLIR fusion emitters. Measured on this project's benchmark (2-core
+    AVX-512, float64, batch 4096): cold compile of talos `jit(vmap(aba))` 2.7 → 1.6 s and
+    5–25 % less time per sample. The option only concerns XLA:CPU; other backends ignore it.
+    Returns `{}` when the installed XLA does not know the option. The same setting for a whole
+    process: `XLA_FLAGS=--xla_cpu_use_fusion_emitters=false`.
+    """
+    return dict(_supported_options())
+
+
+def jit(fn: Callable | None = None, **jit_kwargs) -> Callable:
+    """`jax.jit(fn, **jit_kwargs)` with `compiler_options()` (yours, if given, take precedence):
+
+    aba_batch = jd.jit(jd.batched(jd.aba, (None, 0, 0, 0)))
+    """
+    if fn is None:
+        return functools.partial(jit, **jit_kwargs)
+    options = {**compiler_options(), **(jit_kwargs.pop("compiler_options", None) or {})}
+    return jax.jit(fn, compiler_options=options, **jit_kwargs)
+
+
 def jit_unless_traced(fn: Callable) -> Callable:
-    """`jax.jit(fn)` for calls on concrete arrays; `fn` itself, inlined, when an argument other
-    than the first (the model) is a tracer.
+    """`jit(fn)` (with `compiler_options()`) for calls on concrete arrays; `fn` itself, inlined,
+    when an argument other than the first (the model) is a tracer.
 
     A jitted function used under `vmap`, `grad` or `jvp` is traced to a jaxpr and then traced
     again by the transformation's rule for the nested call: twice the trace time of
-    `jit(vmap(aba))`. Inlining traces it once. Direct calls keep jit's cache and dispatch.
+    `jit(vmap(aba))`. Inlining traces it once. Direct calls keep jit's cache and dispatch. The
+    jitted function is made at the first concrete call, not at import, so importing jointdyn
+    does not start a backend.
     """
-    jitted = jax.jit(fn)
+    jitted = None
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        nonlocal jitted
         if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args[1:], kwargs))):
             return fn(*args, **kwargs)
+        if jitted is None:
+            jitted = jit(fn)
         return jitted(*args, **kwargs)
 
     return wrapper
