@@ -1025,7 +1025,9 @@ def render(res: dict, st: Settings) -> str:
     if rows:
         out += ["## Compile time (seconds, apart from the timings)", ""]
         out.append(
-            "`jax.jit(jax.vmap(alg)).lower(*args).compile()`. Cold: after `jax.clear_caches()`, "
+            "`jointdyn.jit(jax.vmap(alg)).lower(*args).compile()` (`jax.jit` with "
+            "`jointdyn.compiler_options()`; plain `jax.jit` under `--xla-defaults`). "
+            "Cold: after `jax.clear_caches()`, "
             "at the first batch; the other batches reuse the traced inner jaxpr and compile "
             "their own XLA program."
         )
