@@ -77,10 +77,23 @@ def test_unknown_option_falls_back(monkeypatch):
     assert jd.compiler_options() == _misc.CPU_COMPILER_OPTIONS
 
 
-def test_direct_call_uses_options(batch):
-    """A direct `jd.aba` call compiles with the options and agrees with the inlined form."""
+def test_direct_call_uses_options(batch, monkeypatch):
+    """A direct call compiles once through `jd.jit` (so with the options); under a
+    transformation the function is inlined and `jd.jit` is not used."""
     model, q, v, tau = batch
-    got = jd.aba(model, q[0], v[0], tau[0])
+    made = []
+
+    def recording_jit(fn):
+        made.append(fn)
+        return _misc.jax.jit(fn, compiler_options=jd.compiler_options())
+
+    monkeypatch.setattr(_misc, "jit", recording_jit)
+    aba = _misc.jit_unless_traced(jd.aba.__wrapped__)
+    jax.vmap(aba, (None, 0, 0, 0))(model, q, v, tau)
+    assert made == []
+    got = aba(model, q[0], v[0], tau[0])
+    aba(model, q[1], v[1], tau[1])
+    assert made == [jd.aba.__wrapped__]
     expected = jax.jit(jd.aba)(model, q[0], v[0], tau[0])
     np.testing.assert_allclose(got, expected, rtol=1e-11, atol=1e-11)
 
