@@ -135,4 +135,6 @@ from ._misc import jit as jit
 from ._model import Model as Model
 from ._model import ModelBuilder as ModelBuilder
 from ._model import Topology as Topology
+from ._packed import PackedModel as PackedModel
+from ._packed import pack as pack
 from ._urdf import load_urdf as load_urdf

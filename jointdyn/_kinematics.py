@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._linalg import matmul, matvec, rmatvec
-from ._misc import astype, jit_unless_traced
+from ._misc import accepts_packed, astype, jit_unless_traced
 from ._model import Model
 from ._spatial import Transform, motion_cross, skew
 from ._traversal import (
@@ -268,6 +268,7 @@ def _jacobians_at(p: Plan, t: JointTerms, points: Array, mask) -> Array:
 
 
 @functools.partial(jax.jit, static_argnames="frame")
+@accepts_packed
 def jacobian(model: Model, q: Float[Array, " nq"], frame: str) -> Float[Array, "6 nv"]:
     """World-aligned Jacobian of a frame or body origin (by name): `[w_WF_W; v_WFo_W] = J v`.
 

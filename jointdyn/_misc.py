@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 
+from ._packed import unpacked
+
 T = TypeVar("T")
 
 
@@ -79,6 +81,17 @@ def _under_trace(args, kwargs) -> bool:
     return any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs)))
 
 
+def accepts_packed(fn: Callable) -> Callable:
+    """`fn` with every `PackedModel` argument unpacked first (inside the trace when jitted)."""
+
+    @functools.wraps(fn)
+    def inner(*args, **kwargs):
+        args = tuple(unpacked(a) for a in args)
+        return fn(*args, **{k: unpacked(v) for k, v in kwargs.items()})
+
+    return inner
+
+
 def jit_unless_traced(fn: Callable) -> Callable:
     """`jit(fn)` (with `compiler_options()`) for calls outside any transformation; `fn` itself,
     inlined, when called under one (`jit`, `vmap`, `grad`, …).
@@ -88,10 +101,12 @@ def jit_unless_traced(fn: Callable) -> Callable:
     `jit(vmap(aba))`. Inlining traces it once; and XLA compiler options are only allowed on
     the outermost `jit`. Direct calls keep jit's cache and dispatch. The jitted function is
     made at the first direct call, not at import, so importing jointdyn starts no backend.
+    A `PackedModel` argument is unpacked inside (`accepts_packed`).
     """
     jitted = None
+    fn = accepts_packed(fn)
 
-    @functools.wraps(fn)
+    @functools.wraps(fn.__wrapped__)
     def wrapper(*args, **kwargs):
         nonlocal jitted
         if _under_trace(args, kwargs):
