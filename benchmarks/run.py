@@ -456,11 +456,38 @@ def closed_model_call(robot: Robot, st: Settings, alg: str) -> float:
     return 1e6 * r["median"]
 
 
+def packed_model_call(robot: Robot, st: Settings, alg: str) -> float:
+    """µs per call of `jointdyn.jit(alg)(jd.pack(model), *x)` on one float64 sample: the model
+    passed as one flat vector (`jointdyn.pack`); new parameter values do not retrace."""
+    fn = getattr(jd, alg)
+    args = (jd.pack(robot.model),)
+    args += tuple(jnp.asarray(a[0]) for a in jd_args(robot, alg, 1, jnp.float64)[1:])
+    compiled, _, _ = compile_timed(fn, args)
+    r = time_call(lambda: jax.block_until_ready(compiled(*args)), st.repeats, st.budget_s)
+    return 1e6 * r["median"]
+
+
+def bench_latency(name: str, st: Settings, res: dict) -> None:
+    """Single calls after `jointdyn.use_low_latency_cpu()` (a process of its own: the settings
+    are process-wide and must precede JAX's first computation)."""
+    done = jd.use_low_latency_cpu()
+    robot = load_robot(name, 4, 1)
+    out = {"settings": done}
+    for alg in st.algorithms:
+        out[alg] = packed_model_call(robot, st, alg)
+    log(
+        "  low-latency single call µs (packed model): "
+        + ", ".join(f"{alg} {out[alg]:.1f}" for alg in st.algorithms)
+    )
+    record(res, "latency", (name, out))
+
+
 def bench_robot(robot: Robot, st: Settings, res: dict) -> None:
     name = robot.name
     single = pin_single_calls(robot, st)
     overhead = call_overhead(robot, st)
     closed = {alg: closed_model_call(robot, st, alg) for alg in st.algorithms}
+    packed = {alg: packed_model_call(robot, st, alg) for alg in st.algorithms}
     record(res, "pin_single", (name, single))
     info = {
         "nq": robot.nq,
@@ -469,6 +496,7 @@ def bench_robot(robot: Robot, st: Settings, res: dict) -> None:
         "model_leaves": len(jax.tree.leaves(robot.model)),
         "jd_call_overhead_us": overhead,
         "jd_closed_us": closed,
+        "jd_packed_us": packed,
     }
     record(res, "robots", (name, info))
     log(
@@ -735,7 +763,14 @@ def record(res: dict, key: str, item) -> None:
 
 
 def empty_results() -> dict[str, Any]:
-    return {"robots": {}, "pin_single": {}, "rows": [], "derivatives": [], "mjx": []}
+    return {
+        "robots": {},
+        "pin_single": {},
+        "latency": {},
+        "rows": [],
+        "derivatives": [],
+        "mjx": [],
+    }
 
 
 def bench_one_robot(name: str, st: Settings, res: dict) -> None:
@@ -755,8 +790,10 @@ def bench_one_robot(name: str, st: Settings, res: dict) -> None:
             record(res, "mjx", {"robot": name, "batch": None, "error": f"{type(e).__name__}: {e}"})
 
 
-def bench_in_worker(name: str, st: Settings, res: dict, stall_s: float) -> None:
-    cmd = [sys.executable, "-u", str(Path(__file__).resolve()), "--worker", name]
+def bench_in_worker(
+    name: str, st: Settings, res: dict, stall_s: float, role: str = "--worker"
+) -> None:
+    cmd = [sys.executable, "-u", str(Path(__file__).resolve()), role, name]
     cmd += ["--settings-json", json.dumps(st.__dict__)]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
@@ -971,12 +1008,17 @@ def render(res: dict, st: Settings) -> str:
             "model pytree into a jitted function, part of every jointdyn call. 'model closed "
             "over' is `jit(lambda q, ...: alg(model, q, ...))` without vmap: the model is a "
             "compile-time constant (nothing to pass, model-only work folded; new parameter "
-            "values would retrace)."
+            "values would retrace). 'packed' is `jointdyn.jit(alg)(jointdyn.pack(model), ...)`: "
+            "the model as one flat vector, one buffer to pass, new values do not retrace. "
+            "'packed, low-latency' is the same call in a process of its own that first ran "
+            "`jointdyn.use_low_latency_cpu()` (synchronous dispatch; XLA's scheduler without "
+            "concurrency optimisation); its ratio is to the Pinocchio call."
         )
         out.append("")
         body = []
         for name, single in res["pin_single"].items():
             info = res["robots"][name]
+            low = res["latency"].get(name, {})
             for alg in st.algorithms:
                 r = next(
                     (
@@ -1002,6 +1044,9 @@ def render(res: dict, st: Settings) -> str:
                         info["jd_call_overhead_us"],
                         info.get("jd_closed_us", {}).get(alg),
                         info["model_leaves"],
+                        info.get("jd_packed_us", {}).get(alg),
+                        low.get(alg),
+                        low[alg] / single[alg][0] if low.get(alg) else None,
                     ]
                 )
         out.append(
@@ -1016,6 +1061,9 @@ def render(res: dict, st: Settings) -> str:
                     "call overhead µs",
                     "model closed over µs/call",
                     "model leaves",
+                    "packed µs/call",
+                    "packed, low-latency µs/call",
+                    "ratio (low-latency)",
                 ],
                 body,
             )
@@ -1262,7 +1310,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--cpu-devices", type=int, default=None, help="XLA CPU devices (one per core: 2)"
     )
+    p.add_argument(
+        "--no-latency",
+        action="store_true",
+        help="skip the single calls in a process set up by jointdyn.use_low_latency_cpu()",
+    )
     p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--latency-worker", help=argparse.SUPPRESS)
     p.add_argument("--settings-json", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -1277,6 +1331,12 @@ def main(argv=None) -> None:
         IMPL = st.impl
         COMPILER_OPTIONS = st.compiler_options
         bench_one_robot(a.worker, st, empty_results())
+        return
+    if a.latency_worker:
+        WORKER = True
+        st = Settings(**json.loads(a.settings_json))
+        COMPILER_OPTIONS = st.compiler_options
+        bench_latency(a.latency_worker, st, empty_results())
         return
     st = Settings(
         robots=a.robots or (["panda"] if a.quick else list(ROBOTS)),
@@ -1346,6 +1406,8 @@ def main(argv=None) -> None:
                 bench_one_robot(name, st, res)
             else:
                 bench_in_worker(name, st, res, a.stall_timeout)
+                if 1 in st.batches and not a.no_latency:
+                    bench_in_worker(name, st, res, a.stall_timeout, "--latency-worker")
             log(f"  ({time.perf_counter() - t0:.0f} s)")
         tag = "quick" if st.quick else ""
 

@@ -132,6 +132,7 @@ from ._kinematics import (
 )
 from ._misc import compiler_options as compiler_options
 from ._misc import jit as jit
+from ._misc import use_low_latency_cpu as use_low_latency_cpu
 from ._model import Model as Model
 from ._model import ModelBuilder as ModelBuilder
 from ._model import Topology as Topology

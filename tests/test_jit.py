@@ -93,7 +93,7 @@ def test_direct_call_uses_options(batch, monkeypatch):
     assert made == []
     got = aba(model, q[0], v[0], tau[0])
     aba(model, q[1], v[1], tau[1])
-    assert made == [jd.aba.__wrapped__]
+    assert len(made) == 1 and made[0].__wrapped__ is jd.aba.__wrapped__  # via accepts_packed
     expected = jax.jit(jd.aba)(model, q[0], v[0], tau[0])
     np.testing.assert_allclose(got, expected, rtol=1e-11, atol=1e-11)
 
@@ -120,3 +120,56 @@ def test_traced_model_concrete_states(batch):
     np.testing.assert_allclose(jax.jit(acc)(model), expected, rtol=1e-11, atol=1e-11)
     g = eqx.filter_jit(eqx.filter_grad(lambda m: acc(m).sum()))(model)
     assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(g))
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in __import__("os").environ.items() if k != "XLA_FLAGS"}
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_use_low_latency_cpu_sets_both_and_changes_the_schedule():
+    """In a fresh process: both settings are made, a jitted call still gives the same result,
+    and the flag reaches XLA (the compiled program's kernel order differs from the default)."""
+    code = """
+import os, jax, jax.numpy as jnp, numpy as np
+import jointdyn as jd
+from trees import random_tree
+low = os.environ.get("LOW") == "1"
+if low:
+    done = jd.use_low_latency_cpu()
+    assert done["jax_cpu_enable_async_dispatch"] is False, done
+    assert jax.config.values['jax_cpu_enable_async_dispatch'] is False
+    assert "--xla_cpu_enable_concurrency_optimized_scheduler=false" in os.environ["XLA_FLAGS"]
+model = jd.pack(random_tree(2, nbodies=6))
+q = jnp.linspace(0.1, 0.7, model.unpack().nq)
+q = model.unpack().normalize(q)
+v = jnp.linspace(-1.0, 1.0, model.unpack().nv)
+f = jax.jit(jd.aba)
+print(np.asarray(f(model, q, v, v)).tolist())
+print(f.lower(model, q, v, v).compile().as_text().split("ENTRY")[1])
+"""
+    import os
+
+    tests_dir = os.path.dirname(__file__)
+    code = f"import sys; sys.path.insert(0, {tests_dir!r})\n" + code
+    outs = {}
+    for low in ("0", "1"):
+        env_code = f"import os; os.environ['LOW'] = {low!r}\n" + code
+        r = _run(env_code)
+        assert r.returncode == 0, r.stderr[-3000:]
+        first, _, hlo = r.stdout.partition("\n")
+        outs[low] = (np.asarray(eval(first)), hlo)  # noqa: S307 - our own printed list
+    np.testing.assert_allclose(outs["1"][0], outs["0"][0], rtol=1e-5, atol=1e-5)
+    assert outs["1"][1] != outs["0"][1]
+
+
+def test_use_low_latency_cpu_refuses_after_backend_start():
+    r = _run(
+        "import jax.numpy as jnp, jointdyn as jd\n"
+        "jnp.zeros(1).block_until_ready()\n"
+        "try:\n    jd.use_low_latency_cpu()\nexcept RuntimeError as e:\n    print('refused', e)\n"
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "refused" in r.stdout and "before JAX's first computation" in r.stdout
