@@ -158,8 +158,8 @@ def use_low_latency_cpu() -> dict[str, Any]:
     Measured on a 2-core AVX-512 machine, panda, float64, one `jax.jit(jd.aba)` call with a
     `pack`-ed model: 65 µs with XLA's defaults, 18 µs after this call (the model pytree itself
     would add ~57 µs). Batched calls are better off without it: at batch 4096 the scheduler flag
-    made some programs up to 2× slower. Both settings are process-wide, which is why jointdyn
-    never applies them by itself.
+    made talos RNEA 1.3–1.5× slower. Both settings are process-wide, which is why jointdyn never
+    applies them by itself.
 
     Returns what was set. Raises `RuntimeError` if a JAX backend has started already (the
     settings would be silently ignored). A flag the user already put in `XLA_FLAGS` is kept; a
