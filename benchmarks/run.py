@@ -436,36 +436,36 @@ def pin_parallel(
     return 1e6 * r["median"] / batch, 1e6 * r["min"] / batch
 
 
+def call_us(fn, args, st: Settings) -> tuple[float, float]:
+    """µs per call (median, fastest repeat) of `jointdyn.jit(fn)` (AOT-compiled) on `args`."""
+    compiled, _, _ = compile_timed(fn, args)
+    r = time_call(lambda: jax.block_until_ready(compiled(*args)), st.repeats, st.budget_s)
+    return 1e6 * r["median"], 1e6 * r["min"]
+
+
+def one_sample(robot: Robot, alg: str) -> tuple:
+    """The state arguments of `alg` (no model) for one float64 sample, without a batch axis."""
+    return tuple(jnp.asarray(a[0]) for a in jd_args(robot, alg, 1, jnp.float64)[1:])
+
+
 def call_overhead(robot: Robot, st: Settings) -> float:
     """µs per call of a jitted identity that takes the model: the cost of passing the model."""
-    args = (robot.model, jnp.asarray(robot.states["q"][:1]))
-    compiled, _, _ = compile_timed(lambda model, q: q, args)
-    r = time_call(lambda: jax.block_until_ready(compiled(*args)), st.repeats, st.budget_s)
-    return 1e6 * r["median"]
+    return call_us(lambda model, q: q, (robot.model, jnp.asarray(robot.states["q"][:1])), st)[0]
 
 
 def closed_model_call(robot: Robot, st: Settings, alg: str) -> float:
     """µs per call of `jit(lambda *x: alg(model, *x))` on one float64 sample: the model is a
     compile-time constant (no pytree to pass, model-only work folded); parameter changes would
     retrace."""
-    model = robot.model
-    fn = getattr(jd, alg)
-    args = tuple(jnp.asarray(a[0]) for a in jd_args(robot, alg, 1, jnp.float64)[1:])
-    compiled, _, _ = compile_timed(lambda *x: fn(model, *x), args)
-    r = time_call(lambda: jax.block_until_ready(compiled(*args)), st.repeats, st.budget_s)
-    return 1e6 * r["median"]
+    model, fn = robot.model, getattr(jd, alg)
+    return call_us(lambda *x: fn(model, *x), one_sample(robot, alg), st)[0]
 
 
 def packed_model_call(robot: Robot, st: Settings, alg: str) -> tuple[float, float]:
     """µs per call (median, fastest repeat) of `jointdyn.jit(alg)(jd.pack(model), *x)` on one
     float64 sample: the model passed as one flat vector (`jointdyn.pack`); new parameter values
     do not retrace."""
-    fn = getattr(jd, alg)
-    args = (jd.pack(robot.model),)
-    args += tuple(jnp.asarray(a[0]) for a in jd_args(robot, alg, 1, jnp.float64)[1:])
-    compiled, _, _ = compile_timed(fn, args)
-    r = time_call(lambda: jax.block_until_ready(compiled(*args)), st.repeats, st.budget_s)
-    return 1e6 * r["median"], 1e6 * r["min"]
+    return call_us(getattr(jd, alg), (jd.pack(robot.model), *one_sample(robot, alg)), st)
 
 
 def bench_latency(name: str, st: Settings, res: dict) -> None:

@@ -107,15 +107,15 @@ def jit_unless_traced(fn: Callable) -> Callable:
     A `PackedModel` argument is unpacked inside (`accepts_packed`).
     """
     jitted = None
-    fn = accepts_packed(fn)
+    inner = accepts_packed(fn)
 
-    @functools.wraps(fn.__wrapped__)
+    @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         nonlocal jitted
         if _under_trace(args, kwargs):
-            return fn(*args, **kwargs)
+            return inner(*args, **kwargs)
         if jitted is None:
-            jitted = jit(fn)
+            jitted = jit(inner)
         return jitted(*args, **kwargs)
 
     return wrapper

@@ -1,6 +1,7 @@
 """`jointdyn.jit` / `jointdyn.compiler_options`: same results as `jax.jit`, user options win,
 unknown options fall back to XLA's defaults, and importing jointdyn starts no backend."""
 
+import os
 import subprocess
 import sys
 
@@ -123,7 +124,7 @@ def test_traced_model_concrete_states(batch):
 
 
 def _run(code: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in __import__("os").environ.items() if k != "XLA_FLAGS"}
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     return subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )
@@ -136,8 +137,7 @@ def test_use_low_latency_cpu_sets_both_and_changes_the_schedule():
 import os, jax, jax.numpy as jnp, numpy as np
 import jointdyn as jd
 from trees import random_tree
-low = os.environ.get("LOW") == "1"
-if low:
+if LOW:
     done = jd.use_low_latency_cpu()
     assert done["jax_cpu_enable_async_dispatch"] is False, done
     assert jax.config.values['jax_cpu_enable_async_dispatch'] is False
@@ -150,19 +150,15 @@ f = jax.jit(jd.aba)
 print(np.asarray(f(model, q, v, v)).tolist())
 print(f.lower(model, q, v, v).compile().as_text().split("ENTRY")[1])
 """
-    import os
-
     tests_dir = os.path.dirname(__file__)
-    code = f"import sys; sys.path.insert(0, {tests_dir!r})\n" + code
     outs = {}
-    for low in ("0", "1"):
-        env_code = f"import os; os.environ['LOW'] = {low!r}\n" + code
-        r = _run(env_code)
+    for low in (False, True):
+        r = _run(f"import sys; sys.path.insert(0, {tests_dir!r})\nLOW = {low}\n" + code)
         assert r.returncode == 0, r.stderr[-3000:]
         first, _, hlo = r.stdout.partition("\n")
         outs[low] = (np.asarray(eval(first)), hlo)  # noqa: S307 - our own printed list
-    np.testing.assert_allclose(outs["1"][0], outs["0"][0], rtol=1e-5, atol=1e-5)
-    assert outs["1"][1] != outs["0"][1]
+    np.testing.assert_allclose(outs[True][0], outs[False][0], rtol=1e-5, atol=1e-5)
+    assert outs[True][1] != outs[False][1]
 
 
 def test_use_low_latency_cpu_refuses_after_backend_start():
