@@ -26,7 +26,7 @@ from ._linalg import matmul, matvec, rmatvec, spd_inverse
 from ._misc import astype, jit_unless_traced
 from ._model import Model
 from ._spatial import force_cross, motion_cross
-from ._traversal import map_joints, plan, sum_to_parents, take
+from ._traversal import gather, map_joints, plan, sum_to_parents, take
 
 
 def _base_acceleration(model: Model, dtype) -> Array:
@@ -202,7 +202,7 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array) -> list[list[_AbaSubset]
     fac: list = [None] * L
     for li in range(L - 1, -1, -1):
         lv = p.levels[li]
-        IA = IA0[lv.bodies]
+        IA = take(IA0, lv.bodies)
         if acc[li] is not None:
             IA = IA + acc[li]
         fac[li] = []
@@ -236,21 +236,21 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
     us: list = [None] * L
     for li in range(L - 1, -1, -1):
         lv = p.levels[li]
-        pA = pA0[lv.bodies]
+        pA = take(pA0, lv.bodies)
         if acc[li] is not None:
             pA = pA + acc[li]
         parts, us[li] = [], []
         for s, f in zip(lv.subsets, fac[li], strict=True):
             pAs = take(pA, s.level_pos)
             if s.nv == 0:
-                parts.append(pAs if c is None else pAs + matvec(f.Ia, c[s.bodies]))
+                parts.append(pAs if c is None else pAs + matvec(f.Ia, take(c, s.bodies)))
                 us[li].append(None)
                 continue
-            u = tau[s.dof_idx] - rmatvec(f.S, pAs)
+            u = take(tau, s.dof_idx) - rmatvec(f.S, pAs)
             us[li].append(u)
             if li > 0:
                 pa = pAs + matvec(f.UDinv, u)
-                parts.append(pa if c is None else pa + matvec(f.Ia, c[s.bodies]))
+                parts.append(pa if c is None else pa + matvec(f.Ia, take(c, s.bodies)))
         if li > 0:
             pa = take(jnp.concatenate(parts), lv.subset_inv)
             acc[li - 1] = sum_to_parents(lv, pa)
@@ -259,9 +259,9 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
     a_prev = None
     for li, lv in enumerate(p.levels):
         n = len(lv.bodies)
-        a = jnp.broadcast_to(a0, (n, 6)) if a_prev is None else a_prev[lv.parent_pos]
+        a = jnp.broadcast_to(a0, (n, 6)) if a_prev is None else gather(a_prev, lv.parent_pos)
         if c is not None:
-            a = a + c[lv.bodies]
+            a = a + take(c, lv.bodies)
         da = []
         for s, f, u in zip(lv.subsets, fac[li], us[li], strict=True):
             if u is None:

@@ -102,7 +102,7 @@ def joint_terms(model: Model, q: Array, v: Array | None = None) -> JointTerms:
     S = []
     for cls in p.classes:
         H = jnp.concatenate([outs[g][1] for g in cls.groups])
-        S.append(_shift_columns(R_WF[cls.bodies], p_WM[cls.bodies], H))
+        S.append(_shift_columns(take(R_WF, cls.bodies), take(p_WM, cls.bodies), H))
     if v is None:
         return JointTerms(X_WB, X_WF, tuple(S), None, None, None)
     Vc = take(concat([jnp.stack([o[2], o[3]], -1) for o in outs]), p.group_body_inv)
@@ -114,13 +114,13 @@ def joint_terms(model: Model, q: Array, v: Array | None = None) -> JointTerms:
 
 def hinge_times(p: Plan, S: tuple, x: Array) -> Array:
     """`S_i x_i` for every body, (nb, 6), with `x` a v-sized vector (zero for welds)."""
-    parts = [matvec(Sc, x[c.dof_idx]) for c, Sc in zip(p.classes, S, strict=True)]
+    parts = [matvec(Sc, take(x, c.dof_idx)) for c, Sc in zip(p.classes, S, strict=True)]
     return assemble_bodies(p, parts, jnp.zeros((1, 6), x.dtype))
 
 
 def hinge_transpose_times(p: Plan, S: tuple, F: Array) -> Array:
     """`tau_k = S_kᵀ F_body(k)` in DOF order."""
-    parts = [rmatvec(Sc, F[c.bodies]) for c, Sc in zip(p.classes, S, strict=True)]
+    parts = [rmatvec(Sc, take(F, c.bodies)) for c, Sc in zip(p.classes, S, strict=True)]
     return assemble_dofs(p, parts, F.dtype)
 
 
