@@ -1,0 +1,56 @@
+"""The unrolled small-matrix algebra of `_linalg` against NumPy."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jointdyn._linalg import inverse3, matmul, spd_inverse
+
+
+def _spd(rng, n, batch=20, cond=1e3):
+    """Random SPD matrices with eigenvalues spread over `cond`."""
+    Q = np.linalg.qr(rng.normal(size=(batch, n, n)))[0]
+    lam = np.exp(rng.uniform(0.0, np.log(cond), size=(batch, n)))
+    return Q @ (lam[..., None] * np.swapaxes(Q, 1, 2))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+def test_spd_inverse_matches_numpy(n):
+    A = _spd(np.random.default_rng(n), n)
+    got = np.asarray(spd_inverse(jnp.asarray(A)))
+    np.testing.assert_allclose(got, np.linalg.inv(A), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [3, 6])
+def test_spd_inverse_float32(n):
+    A = _spd(np.random.default_rng(10 + n), n, cond=1e2)
+    got = spd_inverse(jnp.asarray(A, jnp.float32))
+    assert got.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(got), np.linalg.inv(A), rtol=2e-4, atol=2e-4)
+
+
+def test_inverse3_general_matrix():
+    A = np.random.default_rng(3).normal(size=(20, 3, 3))
+    np.testing.assert_allclose(np.asarray(inverse3(jnp.asarray(A))), np.linalg.inv(A), rtol=1e-9)
+
+
+@pytest.mark.parametrize("n", [3, 6])
+def test_spd_inverse_gradient_matches_analytic(n):
+    """d(A⁻¹) along dA is −A⁻¹ dA A⁻¹."""
+    rng = np.random.default_rng(20 + n)
+    A = jnp.asarray(_spd(rng, n, batch=1)[0])
+    dA = rng.normal(size=(n, n))
+    dA = jnp.asarray(dA + dA.T)
+    _, tangent = jax.jvp(spd_inverse, (A,), (dA,))
+    Ai = jnp.linalg.inv(A)
+    np.testing.assert_allclose(
+        np.asarray(tangent), np.asarray(-Ai @ dA @ Ai), rtol=1e-8, atol=1e-10
+    )
+
+
+def test_matmul_matches_numpy():
+    rng = np.random.default_rng(0)
+    for shape_a, shape_b in [((4, 3, 3), (4, 3, 3)), ((6, 6), (5, 6, 1)), ((2, 6, 6), (2, 6, 6))]:
+        A, B = rng.normal(size=shape_a), rng.normal(size=shape_b)
+        np.testing.assert_allclose(np.asarray(matmul(jnp.asarray(A), jnp.asarray(B))), A @ B)
