@@ -242,10 +242,9 @@ def take(tree, idx):
 
     Consecutive rows become a static slice and one repeated row a broadcast, which XLA fuses
     into every consumer; other indices gather. A gather is a kernel of its own wherever its
-    result has several consumers: slicing the inputs, model leaves and within-level selections
-    took panda `aba` at batch 1 from 127 to 108 kernels (~1.3 µs less per call, low-latency
-    set-up). Concatenations of several slices were tried too: more LLVM IR, slower compiles.
-    Between depth levels use `gather` instead.
+    result has several consumers: slicing model leaves and within-level selections took panda
+    `aba` at batch 1 from 127 to 112 kernels. Concatenations of several slices were tried
+    too: more LLVM IR, slower compiles. See `gather` for where a gather is better.
     """
     if idx is None:
         return tree
@@ -272,15 +271,19 @@ def _take(x, idx: np.ndarray):
 
 
 def gather(tree, idx: np.ndarray):
-    """`x[idx]` on the leading axis of every leaf, always as a gather, for passing results
-    from one depth level to the next.
+    """`x[idx]` on the leading axis of every leaf, always as a gather (`idx` of any shape).
 
-    XLA fuses a slice (or an identity) into its consumers, and a chain of levels joined by
-    slices fuses into kernels that recompute the levels above for every consumer: talos
-    `jit(vmap(aba))` emitted 6.7 MB of LLVM IR with `take` between levels, 5.1 MB with this.
-    A gather result with several consumers is computed once.
+    A gather's result is computed once, in a kernel of its own; a slice is fused into each
+    consumer. Two places want the former:
+
+    - results passed from one depth level to the next (`parents_of`, `sum_to_parents`, ABA's
+      down pass). A chain of levels joined by slices fuses into kernels that recompute the
+      levels above for every consumer: talos `jit(vmap(aba))` emitted 6.7 MB of LLVM IR with
+      `take` between levels, 5.1 MB with this.
+    - each joint group's coordinates (`map_groups`). Sliced, they made batched RNEA ~10 %
+      slower (talos, `batched` at batch 4096, interleaved runs).
     """
-    return jax.tree.map(lambda x: x[idx], tree)
+    return jax.tree.map(lambda x: x[idx.reshape(-1)].reshape(idx.shape + x.shape[1:]), tree)
 
 
 def concat(trees):
@@ -302,9 +305,9 @@ def map_groups(model: Model, fn: Callable, *, per_body=None, q=None, q2=None, v=
         args = [stacked_group(model, g)]
         if per_body is not None:
             args.append(take(per_body, g.bodies))
-        args += [take(x, g.q_idx) for x in (q, q2) if x is not None]
+        args += [gather(x, g.q_idx) for x in (q, q2) if x is not None]
         if v is not None:
-            args.append(take(v, g.v_idx))
+            args.append(gather(v, g.v_idx))
         outs.append(jax.vmap(fn)(*args))
     return outs
 
