@@ -249,25 +249,31 @@ def take(tree, idx):
     if idx is None:
         return tree
     idx = np.asarray(idx)
-    return jax.tree.map(lambda x: _take(x, idx), tree)
-
-
-def _take(x, idx: np.ndarray):
     flat = idx.reshape(-1)
     n = len(flat)
-    if n == 0:
-        return jnp.zeros(idx.shape + x.shape[1:], x.dtype)
-    start = int(flat[0])
-    if (start, n) == (0, x.shape[0]) and np.array_equal(flat, np.arange(n)):
-        out = x
-    elif np.array_equal(flat, np.arange(start, start + n)):
-        out = jax.lax.slice_in_dim(x, start, start + n)
-    elif (flat == start).all():
-        row = jax.lax.slice_in_dim(x, start, start + 1)
-        out = jnp.broadcast_to(row, (n,) + x.shape[1:])
+    start = int(flat[0]) if n else 0
+    if n and np.array_equal(flat, np.arange(start, start + n)):
+
+        def rows(x):
+            full = (start, n) == (0, x.shape[0])
+            return x if full else jax.lax.slice_in_dim(x, start, start + n)
+
+    elif n and (flat == start).all():
+
+        def rows(x):
+            return jnp.broadcast_to(jax.lax.slice_in_dim(x, start, start + 1), (n,) + x.shape[1:])
+
     else:
-        out = x[flat]
-    return out.reshape(idx.shape + x.shape[1:])
+
+        def rows(x):
+            return x[flat]
+
+    return _map_rows(tree, idx, rows)
+
+
+def _map_rows(tree, idx: np.ndarray, rows: Callable):
+    """`rows(x)` (the rows `idx.reshape(-1)` of `x`) for every leaf, shaped `idx.shape + …`."""
+    return jax.tree.map(lambda x: rows(x).reshape(idx.shape + x.shape[1:]), tree)
 
 
 def gather(tree, idx: np.ndarray):
@@ -283,7 +289,8 @@ def gather(tree, idx: np.ndarray):
     - each joint group's coordinates (`map_groups`). Sliced, they made batched RNEA ~10 %
       slower (talos, `batched` at batch 4096, interleaved runs).
     """
-    return jax.tree.map(lambda x: x[idx.reshape(-1)].reshape(idx.shape + x.shape[1:]), tree)
+    idx = np.asarray(idx)
+    return _map_rows(tree, idx, lambda x: x[idx.reshape(-1)])
 
 
 def concat(trees):
