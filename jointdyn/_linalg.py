@@ -15,8 +15,26 @@ from jax import lax
 from jaxtyping import Array, Float
 
 
+def _lax_or(op, fallback):
+    """`op` (a `lax` binary primitive) when both operands have one dtype and rank, else
+    `fallback` (NumPy-style promotion and broadcasting). `lax` broadcasts size-1 axes itself
+    and traces several times faster than the `jnp` operators, whose jitted wrappers are traced
+    again under every `vmap`: the unrolled products here are most of a model's equations."""
+
+    def apply(x, y):
+        if x.dtype == y.dtype and x.ndim == y.ndim:
+            return op(x, y)
+        return fallback(x, y)
+
+    return apply
+
+
+_add = _lax_or(lax.add, operator.add)
+_mul = _lax_or(lax.mul, operator.mul)
+
+
 def _sum(terms):
-    return functools.reduce(operator.add, terms)
+    return functools.reduce(_add, terms)
 
 
 def _at(A: Array, k: int, axis: int, keepdims: bool = True) -> Array:
@@ -42,7 +60,7 @@ def matmul(A: Float[Array, "... n k"], B: Float[Array, "... k m"]) -> Float[Arra
     if A.shape[-2] * A.shape[-1] * B.shape[-1] > 64:
         return A @ B
     a, b = A.ndim - 1, B.ndim - 2
-    return _sum(_at(A, k, a) * _at(B, k, b) for k in range(A.shape[-1]))
+    return _sum(_mul(_at(A, k, a), _at(B, k, b)) for k in range(A.shape[-1]))
 
 
 def matvec(A: Float[Array, "... n k"], x: Float[Array, "... k"]) -> Float[Array, "... n"]:
@@ -52,7 +70,7 @@ def matvec(A: Float[Array, "... n k"], x: Float[Array, "... k"]) -> Float[Array,
             jnp.broadcast_shapes(A.shape[:-2], x.shape[:-1]) + A.shape[-2:-1], jnp.result_type(A, x)
         )
     a, b = A.ndim - 1, x.ndim - 1
-    return _sum(_at(A, k, a, False) * _at(x, k, b) for k in range(A.shape[-1]))
+    return _sum(_mul(_at(A, k, a, False), _at(x, k, b)) for k in range(A.shape[-1]))
 
 
 def rmatvec(A: Float[Array, "... k n"], x: Float[Array, "... k"]) -> Float[Array, "... n"]:
@@ -62,7 +80,7 @@ def rmatvec(A: Float[Array, "... k n"], x: Float[Array, "... k"]) -> Float[Array
             jnp.broadcast_shapes(A.shape[:-2], x.shape[:-1]) + A.shape[-1:], jnp.result_type(A, x)
         )
     a, b = A.ndim - 2, x.ndim - 1
-    return _sum(_at(A, k, a, False) * _at(x, k, b) for k in range(A.shape[-2]))
+    return _sum(_mul(_at(A, k, a, False), _at(x, k, b)) for k in range(A.shape[-2]))
 
 
 def inverse3(A: Float[Array, "... 3 3"]) -> Float[Array, "... 3 3"]:
