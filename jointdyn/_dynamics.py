@@ -200,9 +200,11 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array) -> list[list[_AbaSubset]
     L = len(p.levels)
     acc: list = [None] * L  # children's I^a summed per level
     fac: list = [None] * L
+    IA0 = take(IA0, p.level_order)  # level order: each level's and subset's rows are a slice
+    S_L = [take(S, pos) for S, pos in zip(t.S, p.class_level_pos, strict=True)]
     for li in range(L - 1, -1, -1):
         lv = p.levels[li]
-        IA = take(IA0, lv.bodies)
+        IA = take(IA0, lv.rows)
         if acc[li] is not None:
             IA = IA + acc[li]
         fac[li] = []
@@ -211,7 +213,7 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array) -> list[list[_AbaSubset]
             if s.nv == 0:  # a weld passes its inertia on unchanged
                 fac[li].append(_AbaSubset(None, None, None, None, IAs))
                 continue
-            S = take(t.S[s.cls], s.class_pos)
+            S = take(S_L[s.cls], s.class_rows)
             U = matmul(IAs, S)
             D = matmul(jnp.swapaxes(S, 1, 2), U)
             Dinv = 1.0 / D if s.nv == 1 else spd_inverse(D)
@@ -234,23 +236,26 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
     L = len(p.levels)
     acc: list = [None] * L  # children's p^a summed per level
     us: list = [None] * L
+    # level order: each level's and subset's rows are a slice
+    pA0, c = take((pA0, c), p.level_order)
+    tau = take(tau, p.level_dofs)
     for li in range(L - 1, -1, -1):
         lv = p.levels[li]
-        pA = take(pA0, lv.bodies)
+        pA = take(pA0, lv.rows)
         if acc[li] is not None:
             pA = pA + acc[li]
         parts, us[li] = [], []
         for s, f in zip(lv.subsets, fac[li], strict=True):
             pAs = take(pA, s.level_pos)
             if s.nv == 0:
-                parts.append(pAs if c is None else pAs + matvec(f.Ia, take(c, s.bodies)))
+                parts.append(pAs if c is None else pAs + matvec(f.Ia, take(c, s.rows)))
                 us[li].append(None)
                 continue
-            u = take(tau, s.dof_idx) - rmatvec(f.S, pAs)
+            u = take(tau, s.dof_rows) - rmatvec(f.S, pAs)
             us[li].append(u)
             if li > 0:
                 pa = pAs + matvec(f.UDinv, u)
-                parts.append(pa if c is None else pa + matvec(f.Ia, take(c, s.bodies)))
+                parts.append(pa if c is None else pa + matvec(f.Ia, take(c, s.rows)))
         if li > 0:
             pa = take(jnp.concatenate(parts), lv.subset_inv)
             acc[li - 1] = sum_to_parents(lv, pa)
@@ -261,7 +266,7 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
         n = len(lv.bodies)
         a = jnp.broadcast_to(a0, (n, 6)) if a_prev is None else gather(a_prev, lv.parent_pos)
         if c is not None:
-            a = a + take(c, lv.bodies)
+            a = a + take(c, lv.rows)
         da = []
         for s, f, u in zip(lv.subsets, fac[li], us[li], strict=True):
             if u is None:

@@ -68,12 +68,13 @@ def _poses(p: Plan, X_PF: Transform, X_FB: Transform) -> tuple[Transform, Transf
     Each level's `X_WB` goes into one buffer (`write_level`; see there why).
     """
     B_all = jax.tree.map(jnp.zeros_like, X_FB)  # X_WB in level order
+    X_PF, X_FB = take((X_PF, X_FB), p.level_order)  # level order: each level's rows a slice
     F_out = []
     for li, lv in enumerate(p.levels):
-        X_WF = take(X_PF, lv.bodies)
+        X_WF = take(X_PF, lv.rows)
         if li > 0:
             X_WF = parents_of(B_all, lv) @ X_WF
-        B_all = write_level(B_all, lv, X_WF @ take(X_FB, lv.bodies))
+        B_all = write_level(B_all, lv, X_WF @ take(X_FB, lv.rows))
         F_out.append(X_WF)
     return take(concat(F_out), p.level_body_inv), take(B_all, p.level_body_inv)
 

@@ -60,6 +60,9 @@ class Subset:
     level_pos: np.ndarray | None  # positions in the level (None: the whole level, in order)
     class_pos: np.ndarray | None  # positions in the class (None: the whole class, in order)
     dof_idx: np.ndarray  # (n, nv)
+    rows: np.ndarray  # positions in level order (`Plan.level_order`)
+    class_rows: np.ndarray  # positions in the class's level order (`Plan.class_level_pos`)
+    dof_rows: np.ndarray  # (n, nv) positions in level DOF order (`Plan.level_dofs`)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -76,6 +79,11 @@ class Level:
     subset_inv: np.ndarray | None
     start: int  # offset of the level in level order (see `write_level`)
 
+    @property
+    def rows(self) -> np.ndarray:
+        """The level's positions in level order."""
+        return np.arange(self.start, self.start + len(self.bodies))
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Plan:
@@ -88,6 +96,9 @@ class Plan:
     zero_bodies: np.ndarray  # bodies whose joint has nv = 0
     class_dof_inv: np.ndarray  # DOF order from concat(classes' dof_idx)
     levels: tuple[Level, ...]
+    level_order: np.ndarray  # the bodies of every level, concatenated
+    level_dofs: np.ndarray  # DOFs of every level and subset, concatenated
+    class_level_pos: tuple[np.ndarray, ...]  # per class: its positions, in level order
     level_body_inv: np.ndarray  # body order from the concatenation of levels
     level_dof_inv: np.ndarray  # DOF order from concat over levels and subsets of dof_idx
     dof_body: np.ndarray  # (nv,) body of each DOF
@@ -157,10 +168,14 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
     # depth levels, each split into nv-class subsets
     depths = np.asarray(topo.depths)
     levels, level_dofs = [], []
+    class_level = [[] for _ in classes]
     prev_bodies = np.zeros(0, np.int64)
-    start = 0
+    start = dof_start = 0
     for d in range(int(depths.max()) + 1):
+        # a level's bodies sorted by nv-class (nv-0 last): each subset is a run of rows
         bodies = np.nonzero(depths == d)[0]
+        rank = [where.get(int(b), (len(classes), 0))[0] for b in bodies]
+        bodies = bodies[np.argsort(rank, kind="stable")]
         pos_in_prev = {int(b): k for k, b in enumerate(prev_bodies)}
         parent_pos = np.asarray([pos_in_prev.get(topo.parents[b], -1) for b in bodies], np.int64)
         kids = [np.nonzero(parent_pos == k)[0] for k in range(len(prev_bodies))]
@@ -175,13 +190,31 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
             if len(pos) == 0:
                 continue
             sb = bodies[pos]
+            class_rows = np.zeros(0, np.int64)
             if ci >= 0:
                 cpos = np.asarray([where[int(b)][1] for b in sb], np.int64)
                 k, cls_pos = classes[ci].nv, _none_if_iota(cpos, len(classes[ci].bodies))
                 dof_idx = classes[ci].dof_idx[cpos]
+                done = sum(len(x) for x in class_level[ci])
+                class_rows = np.arange(done, done + len(sb))
+                class_level[ci].append(cpos)
             else:
                 k, cls_pos, dof_idx = 0, None, np.zeros((len(sb), 0), np.int64)
-            subsets.append(Subset(ci, k, sb, _none_if_iota(pos, len(bodies)), cls_pos, dof_idx))
+            dof_rows = np.arange(dof_start, dof_start + dof_idx.size).reshape(dof_idx.shape)
+            dof_start += dof_idx.size
+            subsets.append(
+                Subset(
+                    ci,
+                    k,
+                    sb,
+                    _none_if_iota(pos, len(bodies)),
+                    cls_pos,
+                    dof_idx,
+                    start + pos,
+                    class_rows,
+                    dof_rows,
+                )
+            )
             cat.append(pos)
             level_dofs.append(dof_idx.ravel())
         cat = np.concatenate(cat)
@@ -213,6 +246,9 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
         zero_bodies=zero_bodies,
         class_dof_inv=_inverse(class_dofs, nv),
         levels=tuple(levels),
+        level_order=level_order,
+        level_dofs=level_dofs,
+        class_level_pos=tuple(np.concatenate(x) for x in class_level),
         level_body_inv=_inverse(level_order, nb),
         level_dof_inv=_inverse(level_dofs, nv),
         dof_body=dof_body,
