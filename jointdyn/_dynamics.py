@@ -223,7 +223,7 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array) -> list[list[_AbaSubset]
                 Ia = IAs - matmul(UDinv, jnp.swapaxes(U, 1, 2))
             fac[li].append(_AbaSubset(S, U, Dinv, UDinv, Ia))
         if li > 0:
-            Ia = take(jnp.concatenate([x.Ia for x in fac[li]]), lv.subset_inv)
+            Ia = jnp.concatenate([x.Ia for x in fac[li]])
             acc[li - 1] = sum_to_parents(lv, Ia)
     return fac
 
@@ -257,7 +257,7 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
                 pa = pAs + matvec(f.UDinv, u)
                 parts.append(pa if c is None else pa + matvec(f.Ia, take(c, s.rows)))
         if li > 0:
-            pa = take(jnp.concatenate(parts), lv.subset_inv)
+            pa = jnp.concatenate(parts)
             acc[li - 1] = sum_to_parents(lv, pa)
 
     qdd_parts = []
@@ -275,7 +275,7 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
             qdd = matvec(f.Dinv, u - rmatvec(f.U, take(a, s.level_pos)))
             qdd_parts.append(qdd.reshape(-1))
             da.append(matvec(f.S, qdd))
-        a_prev = a + take(jnp.concatenate(da), lv.subset_inv)
+        a_prev = a + jnp.concatenate(da)
     return take(jnp.concatenate(qdd_parts), p.level_dof_inv)
 
 

@@ -57,8 +57,7 @@ class Subset:
     cls: int
     nv: int
     bodies: np.ndarray
-    level_pos: np.ndarray | None  # positions in the level (None: the whole level, in order)
-    class_pos: np.ndarray | None  # positions in the class (None: the whole class, in order)
+    level_pos: np.ndarray | None  # positions in the level, a run (None: the whole level)
     dof_idx: np.ndarray  # (n, nv)
     rows: np.ndarray  # positions in level order (`Plan.level_order`)
     class_rows: np.ndarray  # positions in the class's level order (`Plan.class_level_pos`)
@@ -69,14 +68,13 @@ class Subset:
 class Level:
     """Bodies of one depth. `parent_pos[i]`: position of body i's parent in the level above;
     `children` (n_above, max children) lists each parent's children (positions in this level,
-    padded with n, a zero row; see `sum_to_parents`); `subset_inv` reorders the concatenated
-    subsets into level order (None when already in order)."""
+    padded with n, a zero row; see `sum_to_parents`). The bodies are sorted by nv-class, so the
+    subsets, concatenated in order, are the level in order."""
 
     bodies: np.ndarray
     parent_pos: np.ndarray
     children: np.ndarray
     subsets: tuple[Subset, ...]
-    subset_inv: np.ndarray | None
     start: int  # offset of the level in level order (see `write_level`)
 
     @property
@@ -182,7 +180,7 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
         children = np.full((len(prev_bodies), max([len(x) for x in kids], default=0)), len(bodies))
         for k, x in enumerate(kids):
             children[k, : len(x)] = x
-        subsets, cat = [], []
+        subsets, cat = [], []  # cat: the subsets' positions, concatenated
         for ci in [*range(len(classes)), -1]:
             pos = np.asarray(
                 [i for i, b in enumerate(bodies) if where.get(int(b), (-1, 0))[0] == ci], np.int64
@@ -193,13 +191,13 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
             class_rows = np.zeros(0, np.int64)
             if ci >= 0:
                 cpos = np.asarray([where[int(b)][1] for b in sb], np.int64)
-                k, cls_pos = classes[ci].nv, _none_if_iota(cpos, len(classes[ci].bodies))
+                k = classes[ci].nv
                 dof_idx = classes[ci].dof_idx[cpos]
                 done = sum(len(x) for x in class_level[ci])
                 class_rows = np.arange(done, done + len(sb))
                 class_level[ci].append(cpos)
             else:
-                k, cls_pos, dof_idx = 0, None, np.zeros((len(sb), 0), np.int64)
+                k, dof_idx = 0, np.zeros((len(sb), 0), np.int64)
             dof_rows = np.arange(dof_start, dof_start + dof_idx.size).reshape(dof_idx.shape)
             dof_start += dof_idx.size
             subsets.append(
@@ -208,7 +206,6 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
                     k,
                     sb,
                     _none_if_iota(pos, len(bodies)),
-                    cls_pos,
                     dof_idx,
                     start + pos,
                     class_rows,
@@ -217,9 +214,8 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
             )
             cat.append(pos)
             level_dofs.append(dof_idx.ravel())
-        cat = np.concatenate(cat)
-        inv = _none_if_iota(_inverse(cat, len(bodies)), len(bodies))
-        levels.append(Level(bodies, parent_pos, children, tuple(subsets), inv, start))
+        assert np.array_equal(np.concatenate(cat), np.arange(len(bodies))), "subsets out of order"
+        levels.append(Level(bodies, parent_pos, children, tuple(subsets), start))
         start += len(bodies)
         prev_bodies = bodies
     level_order = np.concatenate([lv.bodies for lv in levels])
