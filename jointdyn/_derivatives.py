@@ -55,7 +55,7 @@ from ._kinematics import (
     dof_columns,
     joint_terms,
 )
-from ._linalg import matmul, matvec
+from ._linalg import cross, matmul, matvec
 from ._misc import astype, jit_unless_traced
 from ._model import Model
 from ._spatial import force_cross, force_cross_matrix, motion_cross, motion_cross_matrix, skew
@@ -76,8 +76,8 @@ def _terms_at_F(j, qj, vj):
     """One joint's hinge columns and velocity-product term (`_local_terms`, at Mo) shifted to
     Plücker at Fo in F axes: `[w; v_Mo + p_FM × w]`."""
     X, H, _, c = _local_terms(j, qj, vj)
-    H_Fo = jnp.concatenate([H[:3], H[3:] + jnp.cross(X.p[:, None], H[:3], axis=0)], 0)
-    return H_Fo, jnp.concatenate([c[:3], c[3:] + jnp.cross(X.p, c[:3])])
+    H_Fo = jnp.concatenate([H[:3], H[3:] + cross(X.p[:, None], H[:3], axis=0)], 0)
+    return H_Fo, jnp.concatenate([c[:3], c[3:] + cross(X.p, c[:3])])
 
 
 def _own_partials_at_F(j, qj, vj):

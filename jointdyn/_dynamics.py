@@ -22,7 +22,7 @@ from ._kinematics import (
     joint_terms,
     world_inertias,
 )
-from ._linalg import matmul, matvec, rmatvec, spd_inverse
+from ._linalg import add, cross, matmul, matvec, rmatvec, spd_inverse, sub
 from ._misc import astype, jit_unless_traced
 from ._model import Model
 from ._spatial import force_cross, motion_cross
@@ -40,7 +40,7 @@ def _f_ext_world(t: JointTerms, f_ext: Array | None, nb: int) -> Array | None:
     if f_ext.shape != (nb, 6):
         raise ValueError(f"`f_ext` must have shape ({nb}, 6) (F_Bo_W per body), got {f_ext.shape}")
     n, f = f_ext[:, :3], f_ext[:, 3:]
-    return jnp.concatenate([n + jnp.cross(t.X_WB.p, f), f], -1)
+    return jnp.concatenate([n + cross(t.X_WB.p, f), f], -1)
 
 
 def _check_sizes(model: Model, **arrays) -> None:
@@ -206,7 +206,7 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array) -> list[list[_AbaSubset]
         lv = p.levels[li]
         IA = take(IA0, lv.rows)
         if acc[li] is not None:
-            IA = IA + acc[li]
+            IA = add(IA, acc[li])
         fac[li] = []
         for s in lv.subsets:
             IAs = take(IA, s.level_pos)
@@ -220,7 +220,7 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array) -> list[list[_AbaSubset]
             UDinv = Ia = None
             if li > 0:
                 UDinv = matmul(U, Dinv)
-                Ia = IAs - matmul(UDinv, jnp.swapaxes(U, 1, 2))
+                Ia = sub(IAs, matmul(UDinv, jnp.swapaxes(U, 1, 2)))
             fac[li].append(_AbaSubset(S, U, Dinv, UDinv, Ia))
         if li > 0:
             Ia = jnp.concatenate([x.Ia for x in fac[li]])
@@ -243,19 +243,19 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
         lv = p.levels[li]
         pA = take(pA0, lv.rows)
         if acc[li] is not None:
-            pA = pA + acc[li]
+            pA = add(pA, acc[li])
         parts, us[li] = [], []
         for s, f in zip(lv.subsets, fac[li], strict=True):
             pAs = take(pA, s.level_pos)
             if s.nv == 0:
-                parts.append(pAs if c is None else pAs + matvec(f.Ia, take(c, s.rows)))
+                parts.append(pAs if c is None else add(pAs, matvec(f.Ia, take(c, s.rows))))
                 us[li].append(None)
                 continue
-            u = take(tau, s.dof_rows) - rmatvec(f.S, pAs)
+            u = sub(take(tau, s.dof_rows), rmatvec(f.S, pAs))
             us[li].append(u)
             if li > 0:
-                pa = pAs + matvec(f.UDinv, u)
-                parts.append(pa if c is None else pa + matvec(f.Ia, take(c, s.rows)))
+                pa = add(pAs, matvec(f.UDinv, u))
+                parts.append(pa if c is None else add(pa, matvec(f.Ia, take(c, s.rows))))
         if li > 0:
             pa = jnp.concatenate(parts)
             acc[li - 1] = sum_to_parents(lv, pa)
@@ -266,16 +266,16 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
         n = len(lv.bodies)
         a = jnp.broadcast_to(a0, (n, 6)) if a_prev is None else gather(a_prev, lv.parent_pos)
         if c is not None:
-            a = a + take(c, lv.rows)
+            a = add(a, take(c, lv.rows))
         da = []
         for s, f, u in zip(lv.subsets, fac[li], us[li], strict=True):
             if u is None:
                 da.append(jnp.zeros((len(s.bodies), 6), dtype))
                 continue
-            qdd = matvec(f.Dinv, u - rmatvec(f.U, take(a, s.level_pos)))
+            qdd = matvec(f.Dinv, sub(u, rmatvec(f.U, take(a, s.level_pos))))
             qdd_parts.append(qdd.reshape(-1))
             da.append(matvec(f.S, qdd))
-        a_prev = a + jnp.concatenate(da)
+        a_prev = add(a, jnp.concatenate(da))
     return take(jnp.concatenate(qdd_parts), p.level_dof_inv)
 
 

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._linalg import matmul, matvec, rmatvec
+from ._linalg import cross, matmul, matvec, rmatvec
 from ._misc import accepts_packed, astype, jit_unless_traced
 from ._model import Model
 from ._spatial import Transform, motion_cross, skew
@@ -57,7 +57,7 @@ class JointTerms(eqx.Module):
 def _shift_columns(R_WF, p_WM, H):
     """Columns of `H` (in F, at Mo) to world Plücker: `[R w; R v + p × (R w)]`."""
     w = matmul(R_WF, H[:, :3])
-    v = matmul(R_WF, H[:, 3:]) + jnp.cross(p_WM[:, :, None], w, axis=1)
+    v = matmul(R_WF, H[:, 3:]) + cross(p_WM[:, :, None], w, axis=1)
     return jnp.concatenate([w, v], 1)
 
 
@@ -88,7 +88,7 @@ def _local_terms(j, qj, vj=None):
         return X, H
     V = matvec(H, vj)
     zero = jnp.zeros(3, V.dtype)
-    c = matvec(j.Hdot_FM(qj, vj), vj) - jnp.concatenate([zero, jnp.cross(V[:3], V[3:])])
+    c = matvec(j.Hdot_FM(qj, vj), vj) - jnp.concatenate([zero, cross(V[:3], V[3:])])
     return X, H, V, c
 
 
@@ -145,8 +145,8 @@ class WorldInertia(eqx.Module):
     def apply(self, V: Array) -> Array:
         """Momentum `[I_O w + h × v; m v − h × w]` of spatial velocity `V = [w; v]` (…, 6)."""
         w, v = V[..., :3], V[..., 3:]
-        ang = matvec(self.I_O, w) + jnp.cross(self.h, v)
-        lin = self.m[..., None] * v - jnp.cross(self.h, w)
+        ang = matvec(self.I_O, w) + cross(self.h, v)
+        lin = self.m[..., None] * v - cross(self.h, w)
         return jnp.concatenate([ang, lin], -1)
 
     def apply_columns(self, M: Array) -> Array:
@@ -188,7 +188,7 @@ def world_inertias(model: Model, X_WB: Transform) -> WorldInertia:
 def classical(V: Array, X_WB: Transform) -> Array:
     """World Plücker velocity → `[w; v_Bo]` (velocity of the body origin), world axes."""
     w = V[..., :3]
-    return jnp.concatenate([w, V[..., 3:] + jnp.cross(w, X_WB.p)], -1)
+    return jnp.concatenate([w, V[..., 3:] + cross(w, X_WB.p)], -1)
 
 
 def _dtype(*xs):
@@ -245,7 +245,7 @@ def forward_kinematics(
     aJ = hinge_times(p, t.S, vdot) + t.cJ + motion_cross(t.V, t.vJ)
     a = jnp.asarray(p.ancestor, aJ.dtype).T @ aJ
     alpha, w = a[:, :3], t.V[:, :3]
-    a_Bo = a[:, 3:] + jnp.cross(alpha, t.X_WB.p) + jnp.cross(w, V_WB[:, 3:])
+    a_Bo = a[:, 3:] + cross(alpha, t.X_WB.p) + cross(w, V_WB[:, 3:])
     return Kinematics(t.X_WB, X_WF, V_WB, jnp.concatenate([alpha, a_Bo], -1))
 
 
@@ -264,7 +264,7 @@ def _jacobians_at(p: Plan, t: JointTerms, points: Array, mask) -> Array:
     mask = jnp.asarray(mask, Sd.dtype)
     w = Sd[None, :3, :] * mask[:, None, :]
     vO = Sd[None, 3:, :] * mask[:, None, :]
-    v = vO + jnp.cross(w, points[:, :, None], axis=1)
+    v = vO + cross(w, points[:, :, None], axis=1)
     return jnp.concatenate([w, v], 1)
 
 
@@ -325,4 +325,4 @@ def centroidal_momentum(model: Model, q: Array, v: Array) -> Float[Array, "6"]:
     I_W = world_inertias(model, t.X_WB)
     h_O = jnp.sum(I_W.apply(t.V), 0)
     c = jnp.sum(I_W.h, 0) / jnp.sum(I_W.m)
-    return jnp.concatenate([h_O[:3] - jnp.cross(c, h_O[3:]), h_O[3:]])
+    return jnp.concatenate([h_O[:3] - cross(c, h_O[3:]), h_O[3:]])

@@ -18,7 +18,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._linalg import matmul, matvec, rmatvec
+from ._linalg import add, cross, matmul, matvec, rmatvec
 
 # --------------------------------------------------------------------------------------------
 # small vector helpers
@@ -118,7 +118,7 @@ def quat_multiply(a: Float[Array, "... 4"], b: Float[Array, "... 4"]) -> Float[A
     aw, av = a[..., :1], a[..., 1:]
     bw, bv = b[..., :1], b[..., 1:]
     w = aw * bw - jnp.sum(av * bv, -1, keepdims=True)
-    v = aw * bv + bw * av + jnp.cross(av, bv)
+    v = aw * bv + bw * av + cross(av, bv)
     return jnp.concatenate([w, v], -1)
 
 
@@ -298,7 +298,7 @@ class Transform(eqx.Module):
     # group operations ----------------------------------------------------------------------
     def __matmul__(self, other: Transform) -> Transform:
         """`X_AC = X_AB @ X_BC`: `R_AC = R_AB R_BC`, `p_AC = p_AB + R_AB p_BC`."""
-        return Transform(matmul(self.R, other.R), self.p + matvec(self.R, other.p))
+        return Transform(matmul(self.R, other.R), add(self.p, matvec(self.R, other.p)))
 
     def inverse(self) -> Transform:
         """`X_BA = X_AB⁻¹ = (R_ABᵀ, −R_ABᵀ p_AB)`."""
@@ -326,26 +326,26 @@ class Transform(eqx.Module):
     def act_motion(self, V_B: Float[Array, "... 6"]) -> Float[Array, "... 6"]:
         """Re-express and shift a motion vector from B to A: `[R w; R v + p × R w]`."""
         w = self.rotate(V_B[..., :3])
-        v = self.rotate(V_B[..., 3:]) + jnp.cross(self.p, w)
+        v = self.rotate(V_B[..., 3:]) + cross(self.p, w)
         return jnp.concatenate([w, v], -1)
 
     def inverse_act_motion(self, V_A: Float[Array, "... 6"]) -> Float[Array, "... 6"]:
         """`X_AB⁻¹` acting on a motion vector: `[Rᵀ w; Rᵀ(v − p × w)]`."""
         w, v = V_A[..., :3], V_A[..., 3:]
         wr = rmatvec(self.R, w)
-        vr = rmatvec(self.R, v - jnp.cross(self.p, w))
+        vr = rmatvec(self.R, v - cross(self.p, w))
         return jnp.concatenate([wr, vr], -1)
 
     def act_force(self, F_B: Float[Array, "... 6"]) -> Float[Array, "... 6"]:
         """Re-express and shift a force from B to A: `[R n + p × R f; R f]`."""
         f = self.rotate(F_B[..., 3:])
-        n = self.rotate(F_B[..., :3]) + jnp.cross(self.p, f)
+        n = self.rotate(F_B[..., :3]) + cross(self.p, f)
         return jnp.concatenate([n, f], -1)
 
     def inverse_act_force(self, F_A: Float[Array, "... 6"]) -> Float[Array, "... 6"]:
         """`X_AB⁻¹` acting on a force: `[Rᵀ(n − p × f); Rᵀ f]`."""
         n, f = F_A[..., :3], F_A[..., 3:]
-        nr = rmatvec(self.R, n - jnp.cross(self.p, f))
+        nr = rmatvec(self.R, n - cross(self.p, f))
         fr = rmatvec(self.R, f)
         return jnp.concatenate([nr, fr], -1)
 
@@ -373,14 +373,14 @@ def motion_cross(V: Float[Array, "... 6"], M: Float[Array, "... 6"]) -> Float[Ar
     """Spatial motion cross product `V ×ₘ M = [w × m_w; w × m_v + v × m_w]`."""
     w, v = V[..., :3], V[..., 3:]
     mw, mv = M[..., :3], M[..., 3:]
-    return jnp.concatenate([jnp.cross(w, mw), jnp.cross(w, mv) + jnp.cross(v, mw)], -1)
+    return jnp.concatenate([cross(w, mw), cross(w, mv) + cross(v, mw)], -1)
 
 
 def force_cross(V: Float[Array, "... 6"], F: Float[Array, "... 6"]) -> Float[Array, "... 6"]:
     """Spatial force cross product `V ×* F = [w × n + v × f; w × f]` (`= −(V ×ₘ)ᵀ F`)."""
     w, v = V[..., :3], V[..., 3:]
     n, f = F[..., :3], F[..., 3:]
-    return jnp.concatenate([jnp.cross(w, n) + jnp.cross(v, f), jnp.cross(w, f)], -1)
+    return jnp.concatenate([cross(w, n) + cross(v, f), cross(w, f)], -1)
 
 
 def motion_cross_matrix(V: Float[Array, "... 6"]) -> Float[Array, "... 6 6"]:
@@ -441,8 +441,8 @@ class SpatialInertia(eqx.Module):
         w, v = V[..., :3], V[..., 3:]
         m = self.mass[..., None]
         c = self.com
-        lin = m * (v + jnp.cross(w, c))
-        ang = matvec(self.inertia, w) + jnp.cross(c, lin)
+        lin = m * (v + cross(w, c))
+        ang = matvec(self.inertia, w) + cross(c, lin)
         return jnp.concatenate([ang, lin], -1)
 
     def transform(self, X_AB: Transform) -> SpatialInertia:

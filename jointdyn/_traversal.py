@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._linalg import add
 from ._model import Model, Topology
 
 
@@ -426,5 +427,5 @@ def sum_to_parents(lv: Level, x: jnp.ndarray) -> jnp.ndarray:
         xp = jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)])
     out = gather(xp, ch[:, 0])
     for k in range(1, ch.shape[1]):
-        out = out + gather(xp, ch[:, k])
+        out = add(out, gather(xp, ch[:, k]))
     return out

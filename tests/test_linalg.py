@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jointdyn._linalg import inverse3, matmul, spd_inverse
+from jointdyn._linalg import add, cross, inverse3, matmul, spd_inverse, sub
 
 
 def _spd(rng, n, batch=20, cond=1e3):
@@ -54,3 +54,38 @@ def test_matmul_matches_numpy():
     for shape_a, shape_b in [((4, 3, 3), (4, 3, 3)), ((6, 6), (5, 6, 1)), ((2, 6, 6), (2, 6, 6))]:
         A, B = rng.normal(size=shape_a), rng.normal(size=shape_b)
         np.testing.assert_allclose(np.asarray(matmul(jnp.asarray(A), jnp.asarray(B))), A @ B)
+
+
+@pytest.mark.parametrize(
+    "shape_a, shape_b, axis",
+    [
+        ((3,), (3,), -1),
+        ((5, 3), (5, 3), -1),
+        ((4, 3, 1), (4, 3, 7), 1),
+        ((3, 2), (3, 2), 0),
+        ((2, 1, 3), (1, 5, 3), -1),
+        ((3,), (4, 3), -1),
+    ],
+)
+def test_cross_matches_numpy(shape_a, shape_b, axis):
+    rng = np.random.default_rng(len(shape_a) + len(shape_b))
+    a, b = rng.normal(size=shape_a), rng.normal(size=shape_b)
+    got = cross(jnp.asarray(a), jnp.asarray(b), axis=axis)
+    np.testing.assert_allclose(np.asarray(got), np.cross(a, b, axis=axis), rtol=1e-14, atol=1e-15)
+
+
+def test_cross_under_vmap_is_traced_inline_and_matches_jnp():
+    """No nested `jit` (the reason it exists) and the same values as `jnp.cross`, batched."""
+    a, b = jax.random.normal(jax.random.key(0), (2, 7, 4, 3))
+    jaxpr = jax.make_jaxpr(jax.vmap(lambda x, y: cross(x, y, axis=-1)))(a, b)
+    assert all(e.primitive.name not in ("jit", "pjit") for e in jaxpr.jaxpr.eqns)
+    got, want = jax.vmap(cross)(a, b), jax.vmap(jnp.cross)(a, b)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-13, atol=1e-15)
+
+
+def test_add_sub_promote_and_broadcast_like_numpy():
+    x32 = jnp.ones((2, 3), jnp.float32)
+    x64 = jnp.full((3,), 2.0)
+    assert add(x32, x32).dtype == jnp.float32
+    np.testing.assert_array_equal(np.asarray(sub(x32, x64)), np.full((2, 3), -1.0))
+    assert sub(x32, x64).dtype == jnp.result_type(x32, x64)
