@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._linalg import cross, matmul, matvec, rmatvec
+from ._linalg import add, cross, matmul, matvec, mul, rmatvec, sub
 from ._misc import accepts_packed, astype, jit_unless_traced
 from ._model import Model
 from ._spatial import Transform, motion_cross, skew
@@ -57,7 +57,7 @@ class JointTerms(eqx.Module):
 def _shift_columns(R_WF, p_WM, H):
     """Columns of `H` (in F, at Mo) to world Plücker: `[R w; R v + p × (R w)]`."""
     w = matmul(R_WF, H[:, :3])
-    v = matmul(R_WF, H[:, 3:]) + cross(p_WM[:, :, None], w, axis=1)
+    v = add(matmul(R_WF, H[:, 3:]), cross(p_WM[:, :, None], w, axis=1))
     return jnp.concatenate([w, v], 1)
 
 
@@ -88,7 +88,7 @@ def _local_terms(j, qj, vj=None):
         return X, H
     V = matvec(H, vj)
     zero = jnp.zeros(3, V.dtype)
-    c = matvec(j.Hdot_FM(qj, vj), vj) - jnp.concatenate([zero, cross(V[:3], V[3:])])
+    c = sub(matvec(j.Hdot_FM(qj, vj), vj), jnp.concatenate([zero, cross(V[:3], V[3:])]))
     return X, H, V, c
 
 
@@ -181,8 +181,10 @@ def world_inertias(model: Model, X_WB: Transform) -> WorldInertia:
     c = X_WB.apply(I.com)
     I_C = matmul(matmul(X_WB.R, I.inertia), jnp.swapaxes(X_WB.R, -1, -2))
     eye = jnp.eye(3, dtype=c.dtype)
-    cc = jnp.sum(c * c, -1)[..., None, None] * eye - c[..., :, None] * c[..., None, :]
-    return WorldInertia(m, m[..., None] * c, I_C + m[..., None, None] * cc)
+    cc = sub(
+        mul(jnp.sum(mul(c, c), -1)[..., None, None], eye), mul(c[..., :, None], c[..., None, :])
+    )
+    return WorldInertia(m, mul(m[..., None], c), add(I_C, mul(m[..., None, None], cc)))
 
 
 def classical(V: Array, X_WB: Transform) -> Array:

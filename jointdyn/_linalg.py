@@ -11,18 +11,23 @@ import functools
 import operator
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jaxtyping import Array, Float
 
 
 def _lax_or(op, fallback):
-    """`op` (a `lax` binary primitive) when both operands have one dtype and rank, else
+    """`op` (a `lax` binary primitive) when both operands have one dtype and rank (or the first
+    is a Python float and the second a floating array), else
     `fallback` (NumPy-style promotion and broadcasting). `lax` broadcasts size-1 axes itself
     and traces several times faster than the `jnp` operators, whose jitted wrappers are traced
     again under every `vmap`: the unrolled products here are most of a model's equations."""
 
     def apply(x, y):
-        if x.dtype == y.dtype and x.ndim == y.ndim:
+        if type(x) is float:  # a Python float takes a floating array's dtype, as in NumPy
+            if jnp.issubdtype(y.dtype, jnp.floating):
+                return op(np.asarray(x, y.dtype), y)
+        elif x.dtype == y.dtype and x.ndim == y.ndim:
             return op(x, y)
         return fallback(x, y)
 
@@ -31,7 +36,7 @@ def _lax_or(op, fallback):
 
 add = _lax_or(lax.add, operator.add)
 sub = _lax_or(lax.sub, operator.sub)
-_mul = _lax_or(lax.mul, operator.mul)
+mul = _lax_or(lax.mul, operator.mul)
 
 
 def _sum(terms):
@@ -61,8 +66,8 @@ def cross(a: Float[Array, "... 3 ..."], b: Float[Array, "... 3 ..."], axis: int 
     a, b = lax.transpose(a, last), lax.transpose(b, last)
     a0, a1, a2 = (_at(a, k, n - 1, False) for k in range(3))
     b0, b1, b2 = (_at(b, k, n - 1, False) for k in range(3))
-    c = [sub(_mul(a1, b2), _mul(a2, b1)), sub(_mul(a2, b0), _mul(a0, b2))]
-    c.append(sub(_mul(a0, b1), _mul(a1, b0)))
+    c = [sub(mul(a1, b2), mul(a2, b1)), sub(mul(a2, b0), mul(a0, b2))]
+    c.append(sub(mul(a0, b1), mul(a1, b0)))
     c = lax.concatenate([lax.expand_dims(x, (0,)) for x in c], 0)  # as `jnp.array(c)`
     back = tuple(range(1, ax + 1)) + (0,) + tuple(range(ax + 1, n))  # moves axis 0 to `axis`
     return lax.transpose(c, back)
@@ -84,7 +89,7 @@ def matmul(A: Float[Array, "... n k"], B: Float[Array, "... k m"]) -> Float[Arra
     if A.shape[-2] * A.shape[-1] * B.shape[-1] > 64:
         return A @ B
     a, b = A.ndim - 1, B.ndim - 2
-    return _sum(_mul(_at(A, k, a), _at(B, k, b)) for k in range(A.shape[-1]))
+    return _sum(mul(_at(A, k, a), _at(B, k, b)) for k in range(A.shape[-1]))
 
 
 def matvec(A: Float[Array, "... n k"], x: Float[Array, "... k"]) -> Float[Array, "... n"]:
@@ -94,7 +99,7 @@ def matvec(A: Float[Array, "... n k"], x: Float[Array, "... k"]) -> Float[Array,
             jnp.broadcast_shapes(A.shape[:-2], x.shape[:-1]) + A.shape[-2:-1], jnp.result_type(A, x)
         )
     a, b = A.ndim - 1, x.ndim - 1
-    return _sum(_mul(_at(A, k, a, False), _at(x, k, b)) for k in range(A.shape[-1]))
+    return _sum(mul(_at(A, k, a, False), _at(x, k, b)) for k in range(A.shape[-1]))
 
 
 def rmatvec(A: Float[Array, "... k n"], x: Float[Array, "... k"]) -> Float[Array, "... n"]:
@@ -104,7 +109,7 @@ def rmatvec(A: Float[Array, "... k n"], x: Float[Array, "... k"]) -> Float[Array
             jnp.broadcast_shapes(A.shape[:-2], x.shape[:-1]) + A.shape[-1:], jnp.result_type(A, x)
         )
     a, b = A.ndim - 2, x.ndim - 1
-    return _sum(_mul(_at(A, k, a, False), _at(x, k, b)) for k in range(A.shape[-2]))
+    return _sum(mul(_at(A, k, a, False), _at(x, k, b)) for k in range(A.shape[-2]))
 
 
 def inverse3(A: Float[Array, "... 3 3"]) -> Float[Array, "... 3 3"]:
@@ -112,7 +117,7 @@ def inverse3(A: Float[Array, "... 3 3"]) -> Float[Array, "... 3 3"]:
     `cₖ` the columns of `A`. One division; everything else is products that XLA fuses."""
     c0, c1, c2 = (_at(A, k, A.ndim - 1, False) for k in range(3))
     adj = jnp.stack([cross(c1, c2), cross(c2, c0), cross(c0, c1)], -2)
-    det = jnp.sum(c0 * _at(adj, 0, adj.ndim - 2, False), -1)
+    det = jnp.sum(mul(c0, _at(adj, 0, adj.ndim - 2, False)), -1)
     return adj / det[..., None, None]
 
 

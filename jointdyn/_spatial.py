@@ -18,7 +18,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._linalg import add, cross, matmul, matvec, rmatvec
+from ._linalg import _at, add, cross, matmul, matvec, mul, rmatvec, sub
 
 # --------------------------------------------------------------------------------------------
 # small vector helpers
@@ -80,8 +80,8 @@ def axis_angle_to_rotmat(axis: Float[Array, "... 3"], angle: Float[Array, "..."]
 def cs_axis_to_rotmat(axis: Array, c: Array, s: Array) -> Array:
     """Rotation about unit `axis` given `c = cos θ`, `s = sin θ` (each broadcastable to (...,1,1))."""
     eye = jnp.eye(3, dtype=axis.dtype)
-    aaT = axis[..., :, None] * axis[..., None, :]
-    return c * eye + s * skew(axis) + (1.0 - c) * aaT
+    aaT = mul(axis[..., :, None], axis[..., None, :])
+    return add(add(mul(c, eye), mul(s, skew(axis))), mul(sub(1.0, c), aaT))
 
 
 def so3_log(R: Float[Array, "... 3 3"]) -> Float[Array, "... 3"]:
@@ -117,8 +117,8 @@ def quat_multiply(a: Float[Array, "... 4"], b: Float[Array, "... 4"]) -> Float[A
     """Hamilton product `a ⊗ b` (so that `R(a ⊗ b) = R(a) R(b)`)."""
     aw, av = a[..., :1], a[..., 1:]
     bw, bv = b[..., :1], b[..., 1:]
-    w = aw * bw - jnp.sum(av * bv, -1, keepdims=True)
-    v = aw * bv + bw * av + cross(av, bv)
+    w = sub(mul(aw, bw), jnp.sum(mul(av, bv), -1, keepdims=True))
+    v = add(add(mul(aw, bv), mul(bw, av)), cross(av, bv))
     return jnp.concatenate([w, v], -1)
 
 
@@ -128,16 +128,16 @@ def quat_conjugate(q: Float[Array, "... 4"]) -> Float[Array, "... 4"]:
 
 def quat_to_rotmat(q: Float[Array, "... 4"]) -> Float[Array, "... 3 3"]:
     """Rotation matrix of a unit quaternion `[w, x, y, z]`."""
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    r00 = 1 - 2 * (y * y + z * z)
-    r01 = 2 * (x * y - w * z)
-    r02 = 2 * (x * z + w * y)
-    r10 = 2 * (x * y + w * z)
-    r11 = 1 - 2 * (x * x + z * z)
-    r12 = 2 * (y * z - w * x)
-    r20 = 2 * (x * z - w * y)
-    r21 = 2 * (y * z + w * x)
-    r22 = 1 - 2 * (x * x + y * y)
+    w, x, y, z = (_at(q, k, q.ndim - 1, False) for k in range(4))
+    r00 = sub(1.0, mul(2.0, add(mul(y, y), mul(z, z))))
+    r01 = mul(2.0, sub(mul(x, y), mul(w, z)))
+    r02 = mul(2.0, add(mul(x, z), mul(w, y)))
+    r10 = mul(2.0, add(mul(x, y), mul(w, z)))
+    r11 = sub(1.0, mul(2.0, add(mul(x, x), mul(z, z))))
+    r12 = mul(2.0, sub(mul(y, z), mul(w, x)))
+    r20 = mul(2.0, sub(mul(x, z), mul(w, y)))
+    r21 = mul(2.0, add(mul(y, z), mul(w, x)))
+    r22 = sub(1.0, mul(2.0, add(mul(x, x), mul(y, y))))
     return jnp.stack(
         [
             jnp.stack([r00, r01, r02], -1),
@@ -306,7 +306,7 @@ class Transform(eqx.Module):
 
     def apply(self, p_B: Float[Array, "... 3"]) -> Float[Array, "... 3"]:
         """`p_A = R_AB p_B + p_AB`."""
-        return matvec(self.R, p_B) + self.p
+        return add(matvec(self.R, p_B), self.p)
 
     def rotate(self, u_B: Float[Array, "... 3"]) -> Float[Array, "... 3"]:
         return matvec(self.R, u_B)

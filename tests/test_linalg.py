@@ -89,3 +89,9 @@ def test_add_sub_promote_and_broadcast_like_numpy():
     assert add(x32, x32).dtype == jnp.float32
     np.testing.assert_array_equal(np.asarray(sub(x32, x64)), np.full((2, 3), -1.0))
     assert sub(x32, x64).dtype == jnp.result_type(x32, x64)
+
+
+def test_python_float_operand_keeps_the_array_dtype():
+    x32 = jnp.full((2, 3), 0.25, jnp.float32)
+    assert sub(1.0, x32).dtype == jnp.float32
+    np.testing.assert_array_equal(np.asarray(sub(1.0, x32)), np.full((2, 3), 0.75, np.float32))
