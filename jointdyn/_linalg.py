@@ -24,10 +24,10 @@ def _lax_or(op, fallback):
     again under every `vmap`: the unrolled products here are most of a model's equations."""
 
     def apply(x, y):
-        if type(x) is float:  # a Python float takes a floating array's dtype, as in NumPy
-            if jnp.issubdtype(y.dtype, jnp.floating):
-                return op(np.asarray(x, y.dtype), y)
-        elif x.dtype == y.dtype and x.ndim == y.ndim:
+        dx, dy = getattr(x, "dtype", None), getattr(y, "dtype", None)
+        if type(x) is float and dy is not None and jnp.issubdtype(dy, jnp.floating):
+            return op(np.asarray(x, dy), y)  # a Python float takes the array's dtype, as in NumPy
+        if dx is not None and dy is not None and dx == dy and x.ndim == y.ndim:
             return op(x, y)
         return fallback(x, y)
 
@@ -59,9 +59,9 @@ def cross(a: Float[Array, "... 3 ..."], b: Float[Array, "... 3 ..."], axis: int 
     3–6 % slower).
     """
     a, b = jnp.asarray(a), jnp.asarray(b)
-    if a.dtype != b.dtype or a.ndim != b.ndim:
-        return jnp.cross(a, b, axis=axis)
-    n, ax = a.ndim, axis % a.ndim
+    n, ax = a.ndim, axis % max(a.ndim, 1)
+    if a.dtype != b.dtype or n != b.ndim or n == 0 or a.shape[ax] != 3 or b.shape[ax] != 3:
+        return jnp.cross(a, b, axis=axis)  # promotion, rank broadcasting, 2-vectors, errors
     last = tuple(d for d in range(n) if d != ax) + (ax,)  # moves `axis` last
     a, b = lax.transpose(a, last), lax.transpose(b, last)
     a0, a1, a2 = (_at(a, k, n - 1, False) for k in range(3))

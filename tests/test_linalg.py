@@ -95,3 +95,13 @@ def test_python_float_operand_keeps_the_array_dtype():
     x32 = jnp.full((2, 3), 0.25, jnp.float32)
     assert sub(1.0, x32).dtype == jnp.float32
     np.testing.assert_array_equal(np.asarray(sub(1.0, x32)), np.full((2, 3), 0.75, np.float32))
+
+
+def test_cross_and_add_fall_back_to_numpy_rules():
+    a2, b2 = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    np.testing.assert_allclose(np.asarray(cross(jnp.asarray(a2), jnp.asarray(b2))), -2.0)
+    with pytest.raises(ValueError):
+        cross(jnp.ones(4), jnp.ones(4))
+    x = jnp.arange(3.0)
+    np.testing.assert_array_equal(np.asarray(add(x, 1)), [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(np.asarray(sub(2, x)), [2.0, 1.0, 0.0])
