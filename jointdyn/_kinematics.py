@@ -20,6 +20,7 @@ import functools
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._linalg import add, cross, matmul, matvec, mul, rmatvec, sub
@@ -31,6 +32,7 @@ from ._traversal import (
     assemble_bodies,
     assemble_dofs,
     concat,
+    gather,
     map_groups,
     parents_of,
     plan,
@@ -61,22 +63,49 @@ def _shift_columns(R_WF, p_WM, H):
     return jnp.concatenate([w, v], 1)
 
 
-def _poses(p: Plan, X_PF: Transform, X_FB: Transform) -> tuple[Transform, Transform]:
-    """`X_WF = X_WP · X_PF` and `X_WB = X_WF · X_FB` by depth level, parents gathered from the
-    level above. Returns `(X_WF, X_WB)` in body order.
+def _rp(X: Transform) -> Array:
+    """`[R | p]`, (..., 3, 4): a pose as one array."""
+    return jnp.concatenate([X.R, X.p[..., None]], -1)
 
-    Each level's `X_WB` goes into one buffer (`write_level`; see there why).
+
+def _from_rp(T: Array) -> Transform:
+    return Transform(T[..., :3], T[..., 3])
+
+
+def _poses(p: Plan, X_PF: Transform, X_FB: Transform) -> tuple[Transform, Transform]:
+    """`X_WB = X_WP · X_PF · X_FB` by depth level, the parents' `X_WP` read from the level above;
+    then `X_WF = X_WP · X_PF` for every body at once. Returns `(X_WF, X_WB)` in body order.
+
+    Each level's `X_WB` is written as `[R | p]` into one of two buffers, even levels into one
+    and odd levels into the other (`write_level`; see there why buffers), so that a level reads
+    its parents from the buffer it does not write. One buffer for all levels made XLA copy the
+    whole buffer at every level of a chain (panda), where a level's parent rows are a slice
+    fused into the in-place update. Measured against separate `R` and `p` buffers with each
+    level's `X_WF` kept: talos `jit(vmap(aba))` at batch 4096 184 → 152 kernels and ~6 % less
+    XLA compile time; panda `aba` at batch 1 (packed) 112 → 92 kernels.
     """
-    B_all = jax.tree.map(jnp.zeros_like, X_FB)  # X_WB in level order
     X_PF, X_FB = take((X_PF, X_FB), p.level_order)  # level order: each level's rows a slice
-    F_out = []
+    nb = len(p.level_order)
+    bufs = [jnp.zeros((nb, 3, 4), X_FB.p.dtype)] * 2  # [R | p] of X_WB, level order
     for li, lv in enumerate(p.levels):
         X_WF = take(X_PF, lv.rows)
         if li > 0:
-            X_WF = parents_of(B_all, lv) @ X_WF
-        B_all = write_level(B_all, lv, X_WF @ take(X_FB, lv.rows))
-        F_out.append(X_WF)
-    return take(concat(F_out), p.level_body_inv), take(B_all, p.level_body_inv)
+            X_WF = _from_rp(parents_of(bufs[(li - 1) % 2], lv)) @ X_WF
+        bufs[li % 2] = write_level(bufs[li % 2], lv, _rp(X_WF @ take(X_FB, lv.rows)))
+    row = np.arange(nb)  # row of each level-order body in the concatenated buffers
+    for lv in p.levels[1::2]:
+        row[lv.rows] += nb
+    both = _from_rp(jnp.concatenate(bufs))
+    X_WB = take(both, row[p.level_body_inv])
+    n0 = len(p.levels[0].bodies)  # roots: X_WF = X_PF
+    if n0 < nb:
+        parent = row[np.concatenate([lv.parent_rows for lv in p.levels[1:]])]
+        X_WF = concat(
+            [take(X_PF, np.arange(n0)), gather(both, parent) @ take(X_PF, np.arange(n0, nb))]
+        )
+    else:
+        X_WF = X_PF
+    return take(X_WF, p.level_body_inv), X_WB
 
 
 def _local_terms(j, qj, vj=None):

@@ -83,6 +83,11 @@ class Level:
         """The level's positions in level order."""
         return np.arange(self.start, self.start + len(self.bodies))
 
+    @property
+    def parent_rows(self) -> np.ndarray:
+        """The positions of the level's parents in level order (level 0: meaningless)."""
+        return self.start - len(self.children) + self.parent_pos
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Plan:
@@ -400,16 +405,16 @@ def write_level(buf, lv: Level, x):
 
     A level loop that keeps each level's result only as its own array, and concatenates them at
     the end, lets XLA fuse all levels into the concatenation and recompute the whole chain of
-    ancestors for each output element (quadratic in the depth). Writing each level into one
+    ancestors for each output element (quadratic in the depth). Writing each level into a
     buffer with `dynamic_update_slice`, and reading parents back with `parents_of`, keeps every
-    level a separate, linear-cost step.
+    level a separate, linear-cost step (see `_kinematics._poses` for why two buffers).
     """
     return jax.tree.map(lambda a, y: jax.lax.dynamic_update_slice_in_dim(a, y, lv.start, 0), buf, x)
 
 
 def parents_of(buf, lv: Level):
     """The rows of `lv`'s parents, read from a `write_level` buffer."""
-    return gather(buf, lv.start - lv.children.shape[0] + lv.parent_pos)
+    return gather(buf, lv.parent_rows)
 
 
 def sum_to_parents(lv: Level, x: jnp.ndarray) -> jnp.ndarray:
