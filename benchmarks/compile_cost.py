@@ -2,7 +2,8 @@
 
 Wall-clock compile times on a shared machine vary by ±30 % from one minute to the next, more
 than most changes to the code make. The number of instructions executed is nearly exact
-(two runs of one program differ by 0.01 %), so it tells a 2 % change apart:
+(two runs of one program differ by 0.01 % in XLA's compile, 0.2 % in
+trace+lower), so it tells a 2 % change apart:
 
     python benchmarks/compile_cost.py                          # talos aba, batch 4096
     python benchmarks/compile_cost.py --robot panda --alg rnea --phase lower
@@ -85,14 +86,16 @@ def main() -> None:
         return
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         sys.exit("compile_cost.py needs valgrind (callgrind and callgrind_control)")
-    out = a.out or tempfile.mkstemp(prefix="callgrind.", suffix=".out")[1]
+    out = a.out
+    if out is None:
+        fd, out = tempfile.mkstemp(prefix="callgrind.", suffix=".out")
+        os.close(fd)
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
     cmd += [sys.executable, __file__, "--child", "--robot", a.robot, "--alg", a.alg]
     cmd += ["--batch", str(a.batch), "--phase", a.phase]
     if a.jointdyn:
         cmd += ["--jointdyn", a.jointdyn]
-    env = {**os.environ, "JAX_ENABLE_X64": "1"}
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    p = subprocess.run(cmd, capture_output=True, text=True)  # run.py turns on float64 itself
     refs = re.findall(r"Collected\s*:\s*(\d+)", p.stderr)
     if p.returncode != 0 or not refs:
         sys.exit(f"valgrind run failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
