@@ -110,6 +110,43 @@ def time_call(
     return {"median": statistics.median(samples), "min": min(samples), "samples": samples}
 
 
+def paired_ratio(
+    jd_fn, jd_per_call: int, pin_fn, pin_per_call: int, budget_s: float, rounds: int = 15
+) -> float:
+    """Median over rounds of (jointdyn s/sample) / (Pinocchio s/sample), the two timed back to
+    back within each round (~50 ms each, the first of the pair alternating between rounds).
+
+    On a machine whose speed drifts (other virtual machines on the host), separate medians can
+    be taken in a fast and a slow minute; a paired ratio sees the same minute on both sides.
+    `jd_fn` / `pin_fn` block until done and compute `*_per_call` samples per call; both are
+    warm (called at least once before).
+    """
+
+    def sized(fn):  # blocks of ~50 ms: each library's thread pool wakes once per block
+        t = min(_once(fn), _once(fn))
+        return max(1, min(100_000, int(0.05 / max(t, 1e-7)))), t
+
+    (n_jd, t_jd), (n_pin, t_pin) = sized(jd_fn), sized(pin_fn)
+    rounds = max(3, min(rounds, int(2 * budget_s / (n_jd * t_jd + n_pin * t_pin + 1e-9))))
+
+    def per_sample(fn, n, per_call):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        return (time.perf_counter() - t0) / (n * per_call)
+
+    ratios = []
+    for i in range(rounds):
+        if i % 2:
+            p = per_sample(pin_fn, n_pin, pin_per_call)
+            j = per_sample(jd_fn, n_jd, jd_per_call)
+        else:
+            j = per_sample(jd_fn, n_jd, jd_per_call)
+            p = per_sample(pin_fn, n_pin, pin_per_call)
+        ratios.append(j / p)
+    return statistics.median(ratios)
+
+
 # ---------------------------------------------------------------------------------------------
 # robots and the coordinate maps jointdyn ↔ Pinocchio
 #
@@ -425,15 +462,26 @@ def pin_parallel(
     robot: Robot, alg: str, batch: int, st: Settings, threads: int | None = None
 ) -> tuple[float, float]:
     """µs per sample (median, min) of abaInParallel / rneaInParallel (ModelPool, `threads`)."""
-    threads = threads or st.threads
+    call, _ = pin_reference_call(robot, alg, batch, threads or st.threads)
+    r = time_call(call, st.repeats, st.budget_s)
+    return 1e6 * r["median"] / batch, 1e6 * r["min"] / batch
+
+
+def pin_reference_call(robot: Robot, alg: str, batch: int, threads: int):
+    """(call, samples per call) of the Pinocchio reference of a batched row: `*InParallel` at
+    `batch` (aba, rnea), one `pin.crba` / `computeABADerivatives` call (crba, aba_derivatives)."""
     ps = robot.pin_states
-    q = np.asfortranarray(ps["q"][:, :batch])
-    v = np.asfortranarray(ps["v"][:, :batch])
+    if alg in ("crba", "aba_derivatives"):
+        pm, pd = robot.pmodel, robot.pdata
+        q, v, tau = (np.ascontiguousarray(ps[k][:, 0]) for k in ("q", "v", "tau"))
+        if alg == "crba":
+            return (lambda: pin.crba(pm, pd, q)), 1
+        return (lambda: pin.computeABADerivatives(pm, pd, q, v, tau)), 1
+    q, v = (np.asfortranarray(ps[k][:, :batch]) for k in ("q", "v"))
     x = np.asfortranarray(ps["tau" if alg == "aba" else "a"][:, :batch])
     out = np.zeros((robot.nv, batch), order="F")
     f = pin.abaInParallel if alg == "aba" else pin.rneaInParallel
-    r = time_call(lambda: f(threads, robot.pool, q, v, x, out), st.repeats, st.budget_s)
-    return 1e6 * r["median"] / batch, 1e6 * r["min"] / batch
+    return (lambda: f(threads, robot.pool, q, v, x, out)), batch
 
 
 def call_us(fn, args, st: Settings) -> tuple[float, float]:
@@ -559,6 +607,14 @@ def bench_robot(robot: Robot, st: Settings, res: dict) -> None:
                     if row["pin_us"]:
                         row["ratio"] = row["jd_us"] / row["pin_us"]
                         row["ratio_min"] = row["jd_us_min"] / row["pin_us_min"]
+                        pin_call, pin_per = pin_reference_call(robot, alg, b, st.threads)
+                        row["ratio_paired"] = paired_ratio(
+                            lambda c=compiled, a=args: jax.block_until_ready(c(*a)),
+                            b,
+                            pin_call,
+                            pin_per,
+                            st.budget_s,
+                        )
                 except Exception as e:
                     row["error"] = f"{type(e).__name__}: {e}"
                 record(res, "rows", row)
@@ -623,6 +679,13 @@ def bench_derivatives(
                 ratio=1e6 * per_sample / pin_us,
                 ratio_min=1e6 * r["min"] / b / pin_us_min,
             )
+            if b * per_sample < 0.5:  # a pair per round fits; a larger batch would not
+                row["ratio_paired"] = paired_ratio(
+                    lambda c=compiled, a=args: jax.block_until_ready(c(*a)),
+                    b,
+                    *pin_reference_call(robot, "aba_derivatives", b, st.threads),
+                    st.budget_s,
+                )
         except Exception as e:
             row["error"] = f"{type(e).__name__}: {e}"
         record(res, "derivatives", row)
@@ -949,7 +1012,10 @@ def render(res: dict, st: Settings) -> str:
     )
     out.append(
         "- µs per sample, median of repeats after a warm-up call; ratio = jointdyn / Pinocchio "
-        "(< 1: jointdyn faster). Pinocchio is always float64 on the CPU. 'ratio of minima' "
+        "(< 1: jointdyn faster). Pinocchio is always float64 on the CPU. 'paired ratio' is the "
+        "median over rounds of jointdyn's time over Pinocchio's, timed back to back in each "
+        "round (~50 ms each): robust to a machine whose speed drifts during the run, the "
+        "figure to quote on a shared machine. 'ratio of minima' "
         "compares the fastest repeats: less sensitive to other load on the machine (with as "
         "many OpenMP threads as cores, Pinocchio's parallel calls stall when a core is taken)."
     )
@@ -971,7 +1037,7 @@ def render(res: dict, st: Settings) -> str:
             nv = res["robots"].get(r["robot"], {}).get("nv", "")
             alg = r["alg"] + (" †" if r["alg"] == "crba" else "")
             if "error" in r:
-                body.append([r["robot"], nv, alg, r["dtype"], r["batch"], "ERROR", *[""] * 5])
+                body.append([r["robot"], nv, alg, r["dtype"], r["batch"], "ERROR", *[""] * 6])
                 continue
             body.append(
                 [
@@ -983,6 +1049,7 @@ def render(res: dict, st: Settings) -> str:
                     r["jd_us"],
                     r["pin_us"],
                     r.get("ratio"),
+                    r.get("ratio_paired"),
                     r.get("ratio_min"),
                     r.get("pin1_us"),
                     r["jd_us"] / r["pin1_us"] if r.get("pin1_us") else None,
@@ -999,6 +1066,7 @@ def render(res: dict, st: Settings) -> str:
                     "jointdyn µs/sample",
                     f"Pinocchio µs/sample ({st.threads} threads)",
                     "ratio",
+                    "paired ratio",
                     "ratio of minima",
                     "Pinocchio 1 thread",
                     "ratio to 1 thread",
@@ -1152,11 +1220,11 @@ def render(res: dict, st: Settings) -> str:
             nv = res["robots"].get(r["robot"], {}).get("nv", "")
             if "skipped" in r:
                 body.append(
-                    [r["robot"], nv, r["mode"], r["batch"], "skipped", *[""] * 4, r["skipped"]]
+                    [r["robot"], nv, r["mode"], r["batch"], "skipped", *[""] * 5, r["skipped"]]
                 )
             elif "error" in r:
                 body.append(
-                    [r["robot"], nv, r["mode"], r["batch"], "ERROR", *[""] * 4, r["error"][:80]]
+                    [r["robot"], nv, r["mode"], r["batch"], "ERROR", *[""] * 5, r["error"][:80]]
                 )
             else:
                 body.append(
@@ -1168,6 +1236,7 @@ def render(res: dict, st: Settings) -> str:
                         r["jd_us"],
                         r["pin_us"],
                         r["ratio"],
+                        r.get("ratio_paired"),
                         r["ratio_min"],
                         r["lower_s"] + r["compile_s"],
                         r["note"] or "",
@@ -1183,6 +1252,7 @@ def render(res: dict, st: Settings) -> str:
                     "jointdyn µs/sample",
                     "Pinocchio µs/call",
                     "ratio",
+                    "paired ratio",
                     "ratio of minima",
                     "compile s",
                     "note",
