@@ -34,7 +34,6 @@ import json
 import os
 import platform
 import queue
-import statistics
 import subprocess
 import sys
 import threading
@@ -60,6 +59,9 @@ import pinocchio as pin  # noqa: E402
 
 import jointdyn as jd  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import paired_ratio, time_call  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 ROBOTS_DIR = Path(pin.__file__).parents[4] / "share" / "example-robot-data" / "robots"
 
@@ -73,78 +75,6 @@ ROBOTS: dict[str, tuple[str, bool]] = {
 }
 ALGORITHMS = ("aba", "rnea", "crba")
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
-
-
-# ---------------------------------------------------------------------------------------------
-# timing
-
-
-def _once(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def time_call(
-    fn, max_repeats: int, budget_s: float, min_repeats: int = 3, warm: bool = False
-) -> dict[str, Any]:
-    """Seconds per call of `fn` (which blocks until its result is ready): median of repeats.
-
-    A warm-up call first (unless `warm`: the caller made it; then the first call only sizes the
-    repeats); each repeat runs `fn` `number` times, enough to last ~20 ms; as many repeats
-    (between `min_repeats` and `max_repeats`) as fit in `budget_s`.
-    """
-    t = _once(fn)  # warm-up, or (warm) a sizing call
-    if not warm and t < 0.02:
-        t = min(t, _once(fn))
-    target = 0.02
-    number = max(1, min(100_000, int(target / max(t, 1e-7))))
-    repeats = int(budget_s / (t * number + 1e-9))
-    repeats = max(min_repeats, min(max_repeats, repeats))
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - t0) / number)
-    return {"median": statistics.median(samples), "min": min(samples), "samples": samples}
-
-
-def paired_ratio(
-    jd_fn, jd_per_call: int, pin_fn, pin_per_call: int, budget_s: float, rounds: int = 15
-) -> float:
-    """Median over rounds of (jointdyn s/sample) / (Pinocchio s/sample), the two timed back to
-    back within each round (~50 ms each, the first of the pair alternating between rounds).
-
-    On a machine whose speed drifts (other virtual machines on the host), separate medians can
-    be taken in a fast and a slow minute; a paired ratio sees the same minute on both sides.
-    `jd_fn` / `pin_fn` block until done and compute `*_per_call` samples per call; both are
-    warm (called at least once before).
-    """
-
-    def sized(fn):  # blocks of ~50 ms: each library's thread pool wakes once per block
-        t = min(_once(fn), _once(fn))
-        return max(1, min(100_000, int(0.05 / max(t, 1e-7)))), t
-
-    (n_jd, t_jd), (n_pin, t_pin) = sized(jd_fn), sized(pin_fn)
-    rounds = max(3, min(rounds, int(2 * budget_s / (n_jd * t_jd + n_pin * t_pin + 1e-9))))
-
-    def per_sample(fn, n, per_call):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        return (time.perf_counter() - t0) / (n * per_call)
-
-    ratios = []
-    for i in range(rounds):
-        if i % 2:
-            p = per_sample(pin_fn, n_pin, pin_per_call)
-            j = per_sample(jd_fn, n_jd, jd_per_call)
-        else:
-            j = per_sample(jd_fn, n_jd, jd_per_call)
-            p = per_sample(pin_fn, n_pin, pin_per_call)
-        ratios.append(j / p)
-    return statistics.median(ratios)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -710,7 +640,10 @@ def mjx_available() -> bool:
 
 
 def bench_mjx(robot: Robot, st: Settings, res: dict) -> None:
-    """MJX vmap(forward) with contacts off, fixed-base robots; best effort (any error is kept)."""
+    """MJX `vmap(forward)` with constraints off (contacts and joint limits: no solver, so the
+    same problem as `aba`), fixed-base robots, at the batches and first dtype of the run; best
+    effort (any error is kept). `mjx.forward` is MuJoCo's whole smooth pipeline (kinematics,
+    composite inertias, `M` factorised, bias forces, passive forces), its way to `qacc`."""
     import xml.etree.ElementTree as ET
 
     import mujoco
@@ -731,7 +664,10 @@ def bench_mjx(robot: Robot, st: Settings, res: dict) -> None:
         boundinertia="1e-9",
     )
     mj = mujoco.MjModel.from_xml_string(ET.tostring(root, encoding="unicode"))
-    mj.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+    mj.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT) | int(
+        mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+    )
+    dtype = DTYPES[st.dtypes[0]]
     m = mjx.put_model(mj)
     d0 = mjx.put_data(mj, mujoco.MjData(mj))
 
@@ -747,27 +683,36 @@ def bench_mjx(robot: Robot, st: Settings, res: dict) -> None:
             args = (
                 m,
                 d0,
-                jnp.asarray(rng.uniform(-1, 1, (b, mj.nq))),
-                jnp.asarray(rng.normal(size=(b, mj.nv))),
-                jnp.asarray(rng.normal(size=(b, mj.nv))),
+                jnp.asarray(rng.uniform(-1, 1, (b, mj.nq)), dtype),
+                jnp.asarray(rng.normal(size=(b, mj.nv)), dtype),
+                jnp.asarray(rng.normal(size=(b, mj.nv)), dtype),
             )
-            f = jax.vmap(fwd, in_axes=(None, None, 0, 0, 0))
-            compiled, t_lower, t_comp = compile_timed(f, args)
+            axes = (None, None, 0, 0, 0)
+            if IMPL == "batched":  # the same chunks and devices as jointdyn's rows
+                args = jd.device_put_batched(args, axes)
+            compiled, t_lower, t_comp = compile_timed(batch_over_states(fwd, axes), args)
             out = jax.block_until_ready(compiled(*args))
             r = time_call(
                 lambda c=compiled, a=args: jax.block_until_ready(c(*a)), st.repeats, st.budget_s
             )
             row.update(us=1e6 * r["median"] / b, compile_s=t_lower + t_comp, dtype=str(out.dtype))
-            pin_row = next(
+            aba_row = next(
                 (
                     x
                     for x in res["rows"]
-                    if x["robot"] == robot.name and x["alg"] == "aba" and x["batch"] == b
+                    if x["robot"] == robot.name
+                    and x["alg"] == "aba"
+                    and x["batch"] == b
+                    and x["dtype"] == row["dtype"]
+                    and "error" not in x
                 ),
                 None,
             )
-            row["pin_us"] = pin_row.get("pin_us") if pin_row else None
-            row["ratio"] = row["us"] / row["pin_us"] if row["pin_us"] else None
+            if aba_row:
+                row["pin_us"], row["jd_us"] = aba_row.get("pin_us"), aba_row["jd_us"]
+                row["jd_compile_s"] = aba_row["lower_s"] + aba_row["compile_s"]
+                row["ratio"] = row["us"] / row["pin_us"] if row["pin_us"] else None
+                row["ratio_jd"] = row["us"] / row["jd_us"]
         except Exception as e:
             row["error"] = f"{type(e).__name__}: {e}"
         record(res, "mjx", row)
@@ -1263,16 +1208,30 @@ def render(res: dict, st: Settings) -> str:
         out.append("")
 
     if res["mjx"]:
-        out += ["## MuJoCo MJX vmap(forward), contacts off", ""]
+        out += ["## MuJoCo MJX vmap(forward), constraints off", ""]
+        out.append(
+            "`mjx.forward` batched as jointdyn's rows are (`jax.vmap`, or `jointdyn.batched` "
+            "with `--impl batched`), with contacts and joint limits disabled "
+            "(no constraint solver: the problem `aba` solves), next to the jointdyn `aba` row "
+            "of the same batch and dtype above and Pinocchio's `abaInParallel`. Fixed-base "
+            "robots only. MJX is compiled with the same XLA options as jointdyn (its own best "
+            "on XLA:CPU: with XLA's default fusion emitters, jax 0.10.2, panda at batch 64 "
+            "compiled in 35 s and ran at 0.12 s per sample). Compile: cold, trace + lower + XLA."
+        )
+        out.append("")
         body = [
             [
                 r["robot"],
+                r.get("dtype", ""),
                 r["batch"],
                 r.get("us"),
+                r.get("jd_us"),
+                r.get("ratio_jd"),
                 r.get("pin_us"),
                 r.get("ratio"),
                 r.get("compile_s"),
-                r.get("error", ""),
+                r.get("jd_compile_s"),
+                r.get("error", "")[:80],
             ]
             for r in res["mjx"]
         ]
@@ -1280,11 +1239,15 @@ def render(res: dict, st: Settings) -> str:
             table(
                 [
                     "robot",
+                    "dtype",
                     "batch",
                     "MJX µs/sample",
+                    "jointdyn aba µs/sample",
+                    "MJX / jointdyn",
                     "Pinocchio aba µs/sample",
-                    "ratio",
-                    "compile s",
+                    "MJX / Pinocchio",
+                    "MJX compile s",
+                    "jointdyn compile s",
                     "error",
                 ],
                 body,
