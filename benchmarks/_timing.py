@@ -48,7 +48,9 @@ def paired_ratio(
     On a machine whose speed drifts (other virtual machines on the host), separate medians can
     be taken in a fast and a slow minute; a paired ratio sees the same minute on both sides.
     `jd_fn` / `pin_fn` block until done and compute `*_per_call` samples per call; both are
-    warm (called at least once before).
+    warm (called at least once before). Each block starts with one untimed call: the first
+    call after the other library ran finds cold caches and sleeping threads, which cost
+    jointdyn's RNEA rows 15-20 % when a block was only 2-3 calls long.
     """
 
     def sized(fn):  # blocks of ~50 ms: each library's thread pool wakes once per block
@@ -56,9 +58,11 @@ def paired_ratio(
         return max(1, min(100_000, int(0.05 / max(t, 1e-7)))), t
 
     (n_jd, t_jd), (n_pin, t_pin) = sized(jd_fn), sized(pin_fn)
-    rounds = max(3, min(rounds, int(2 * budget_s / (n_jd * t_jd + n_pin * t_pin + 1e-9))))
+    per_round = (n_jd + 1) * t_jd + (n_pin + 1) * t_pin
+    rounds = max(3, min(rounds, int(2 * budget_s / (per_round + 1e-9))))
 
     def per_sample(fn, n, per_call):
+        fn()  # untimed: the first call after the other library's block finds cold caches
         t0 = time.perf_counter()
         for _ in range(n):
             fn()

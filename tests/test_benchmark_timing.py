@@ -69,9 +69,10 @@ def test_paired_ratio_rounds_within_budget(monkeypatch):
         n["pin"] += 1
         clock.t += 0.01
 
-    timing.paired_ratio(jd, 1, pin, 1, budget_s=0.31, rounds=15)
-    # blocks of 5 calls (~50 ms) each side: ⌊2·0.31 s / 0.1 s⌋ = 6 rounds, plus 2 sizing calls
-    assert n["jd"] == n["pin"] == 2 + 6 * 5
+    timing.paired_ratio(jd, 1, pin, 1, budget_s=0.37, rounds=15)
+    # blocks of 5 timed calls (~50 ms) and one untimed call each side:
+    # ⌊2·0.37 s / 0.12 s⌋ = 6 rounds, plus 2 sizing calls
+    assert n["jd"] == n["pin"] == 2 + 6 * (1 + 5)
 
 
 def test_time_call_median_and_min(monkeypatch):
