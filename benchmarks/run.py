@@ -959,8 +959,9 @@ def render(res: dict, st: Settings) -> str:
         "- µs per sample, median of repeats after a warm-up call; ratio = jointdyn / Pinocchio "
         "(< 1: jointdyn faster). Pinocchio is always float64 on the CPU. 'paired ratio' is the "
         "median over rounds of jointdyn's time over Pinocchio's, timed back to back in each "
-        "round (~50 ms each): robust to a machine whose speed drifts during the run, the "
-        "figure to quote on a shared machine. 'ratio of minima' "
+        "round (~50 ms each, after one untimed call): insensitive to a machine whose speed "
+        "drifts over minutes, but each side loses its warm caches to the other, so read it "
+        "beside the plain ratio. 'ratio of minima' "
         "compares the fastest repeats: less sensitive to other load on the machine (with as "
         "many OpenMP threads as cores, Pinocchio's parallel calls stall when a core is taken)."
     )
