@@ -8,10 +8,17 @@ import time
 from typing import Any
 
 
-def _once(fn) -> float:
+def _block(fn, n: int = 1) -> float:
+    """Seconds per call of `n` back-to-back calls of `fn`."""
     t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) / n
+
+
+def _calls_lasting(target_s: float, t: float) -> int:
+    """How many calls of `t` seconds last about `target_s` (1 to 100 000)."""
+    return max(1, min(100_000, int(target_s / max(t, 1e-7))))
 
 
 def time_call(
@@ -23,19 +30,13 @@ def time_call(
     repeats); each repeat runs `fn` `number` times, enough to last ~20 ms; as many repeats
     (between `min_repeats` and `max_repeats`) as fit in `budget_s`.
     """
-    t = _once(fn)  # warm-up, or (warm) a sizing call
+    t = _block(fn)  # warm-up, or (warm) a sizing call
     if not warm and t < 0.02:
-        t = min(t, _once(fn))
-    target = 0.02
-    number = max(1, min(100_000, int(target / max(t, 1e-7))))
+        t = min(t, _block(fn))
+    number = _calls_lasting(0.02, t)
     repeats = int(budget_s / (t * number + 1e-9))
     repeats = max(min_repeats, min(max_repeats, repeats))
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - t0) / number)
+    samples = [_block(fn, number) for _ in range(repeats)]
     return {"median": statistics.median(samples), "min": min(samples), "samples": samples}
 
 
@@ -49,13 +50,14 @@ def paired_ratio(
     be taken in a fast and a slow minute; a paired ratio sees the same minute on both sides.
     `jd_fn` / `pin_fn` block until done and compute `*_per_call` samples per call; both are
     warm (called at least once before). Each block starts with one untimed call: the first
-    call after the other library ran finds cold caches and sleeping threads, which cost
-    jointdyn's RNEA rows 15-20 % when a block was only 2-3 calls long.
+    call after the other library ran finds cold caches and sleeping threads. Without it, one
+    run read RNEA 16-21 % above the plain ratio (blocks of 2-8 calls); with it, the paired
+    ratio still differs from the plain one both ways (panda RNEA +11 %, talos -19 %).
     """
 
     def sized(fn):  # blocks of ~50 ms: each library's thread pool wakes once per block
-        t = min(_once(fn), _once(fn))
-        return max(1, min(100_000, int(0.05 / max(t, 1e-7)))), t
+        t = min(_block(fn), _block(fn))
+        return _calls_lasting(0.05, t), t
 
     (n_jd, t_jd), (n_pin, t_pin) = sized(jd_fn), sized(pin_fn)
     per_round = (n_jd + 1) * t_jd + (n_pin + 1) * t_pin
@@ -63,10 +65,7 @@ def paired_ratio(
 
     def per_sample(fn, n, per_call):
         fn()  # untimed: the first call after the other library's block finds cold caches
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        return (time.perf_counter() - t0) / (n * per_call)
+        return _block(fn, n) / per_call
 
     ratios = []
     for i in range(rounds):

@@ -59,10 +59,10 @@ import pinocchio as pin  # noqa: E402
 
 import jointdyn as jd  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 from _timing import paired_ratio, time_call  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
 ROBOTS_DIR = Path(pin.__file__).parents[4] / "share" / "example-robot-data" / "robots"
 
 # name: (path under ROBOTS_DIR, floating base)
@@ -371,19 +371,23 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def pin_single_calls(robot: Robot, st: Settings) -> dict[str, tuple[float, float]]:
-    """µs per call (median, min) of pin.aba / rnea / crba / computeABADerivatives (one thread)."""
+def pin_single_call(robot: Robot, alg: str):
+    """One call of pin.aba / rnea / crba / computeABADerivatives (one thread) on the first state."""
     pm, pd, ps = robot.pmodel, robot.pdata, robot.pin_states
     q, v, tau, a = (np.ascontiguousarray(ps[k][:, 0]) for k in ("q", "v", "tau", "a"))
-    calls = {
+    return {
         "aba": lambda: pin.aba(pm, pd, q, v, tau),
         "rnea": lambda: pin.rnea(pm, pd, q, v, a),
         "crba": lambda: pin.crba(pm, pd, q),
         "aba_derivatives": lambda: pin.computeABADerivatives(pm, pd, q, v, tau),
-    }
+    }[alg]
+
+
+def pin_single_calls(robot: Robot, st: Settings) -> dict[str, tuple[float, float]]:
+    """µs per call (median, min) of pin.aba / rnea / crba / computeABADerivatives (one thread)."""
     out = {}
-    for k, f in calls.items():
-        r = time_call(f, st.repeats, st.budget_s)
+    for k in ("aba", "rnea", "crba", "aba_derivatives"):
+        r = time_call(pin_single_call(robot, k), st.repeats, st.budget_s)
         out[k] = (1e6 * r["median"], 1e6 * r["min"])
     return out
 
@@ -400,13 +404,9 @@ def pin_parallel(
 def pin_reference_call(robot: Robot, alg: str, batch: int, threads: int):
     """(call, samples per call) of the Pinocchio reference of a batched row: `*InParallel` at
     `batch` (aba, rnea), one `pin.crba` / `computeABADerivatives` call (crba, aba_derivatives)."""
-    ps = robot.pin_states
     if alg in ("crba", "aba_derivatives"):
-        pm, pd = robot.pmodel, robot.pdata
-        q, v, tau = (np.ascontiguousarray(ps[k][:, 0]) for k in ("q", "v", "tau"))
-        if alg == "crba":
-            return (lambda: pin.crba(pm, pd, q)), 1
-        return (lambda: pin.computeABADerivatives(pm, pd, q, v, tau)), 1
+        return pin_single_call(robot, alg), 1
+    ps = robot.pin_states
     q, v = (np.asfortranarray(ps[k][:, :batch]) for k in ("q", "v"))
     x = np.asfortranarray(ps["tau" if alg == "aba" else "a"][:, :batch])
     out = np.zeros((robot.nv, batch), order="F")
