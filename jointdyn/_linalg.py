@@ -43,11 +43,26 @@ def _sum(terms):
     return functools.reduce(add, terms)
 
 
-def _at(A: Array, k: int, axis: int, keepdims: bool = True) -> Array:
-    """`A[..., k:k+1, ...]` (or `A[..., k, ...]`) along `axis`, as one `lax` slice: the
-    unrolled products below take thousands of these, and `lax` traces them several times
-    faster than NumPy-style indexing."""
-    return lax.index_in_dim(A, k, axis, keepdims)
+def parts(A: Array, axis: int, keepdims: bool = True) -> list[Array]:
+    """Every size-1 slice of `A` along `axis`: `A[..., k:k+1, ...]` (or `A[..., k, ...]` without
+    `keepdims`) for `k = 0 … n−1`, from one `lax.split`.
+
+    The unrolled products below take thousands of these. One `split` is one traced operation
+    for all `n` slices (it lowers to the same `n` HLO slices as `n` `lax.slice`s, so XLA's
+    program is unchanged): talos `jit(vmap(aba))` has 3073 equations instead of 3965, and
+    lowering to StableHLO takes ~15 % less time. A JAX without `lax.split` gets the slices one
+    by one.
+    """
+    axis = axis % A.ndim
+    n = A.shape[axis]
+    if _split is not None:
+        slices = list(_split(A, (1,) * n, axis))
+    else:  # pragma: no cover - JAX < 0.4.36
+        slices = [lax.slice_in_dim(A, k, k + 1, axis=axis) for k in range(n)]
+    return slices if keepdims else [lax.squeeze(x, (axis,)) for x in slices]
+
+
+_split = getattr(lax, "split", None)
 
 
 def cross(a: Float[Array, "... 3 ..."], b: Float[Array, "... 3 ..."], axis: int = -1) -> Array:
@@ -64,8 +79,8 @@ def cross(a: Float[Array, "... 3 ..."], b: Float[Array, "... 3 ..."], axis: int 
         return jnp.cross(a, b, axis=axis)  # promotion, rank broadcasting, 2-vectors, errors
     last = tuple(d for d in range(n) if d != ax) + (ax,)  # moves `axis` last
     a, b = lax.transpose(a, last), lax.transpose(b, last)
-    a0, a1, a2 = (_at(a, k, n - 1, False) for k in range(3))
-    b0, b1, b2 = (_at(b, k, n - 1, False) for k in range(3))
+    a0, a1, a2 = parts(a, -1, False)
+    b0, b1, b2 = parts(b, -1, False)
     c = [sub(mul(a1, b2), mul(a2, b1)), sub(mul(a2, b0), mul(a0, b2))]
     c.append(sub(mul(a0, b1), mul(a1, b0)))
     c = lax.concatenate([lax.expand_dims(x, (0,)) for x in c], 0)  # as `jnp.array(c)`
@@ -88,8 +103,7 @@ def matmul(A: Float[Array, "... n k"], B: Float[Array, "... k m"]) -> Float[Arra
         )
     if A.shape[-2] * A.shape[-1] * B.shape[-1] > 64:
         return A @ B
-    a, b = A.ndim - 1, B.ndim - 2
-    return _sum(mul(_at(A, k, a), _at(B, k, b)) for k in range(A.shape[-1]))
+    return _sum(map(mul, parts(A, -1), parts(B, -2)))
 
 
 def matvec(A: Float[Array, "... n k"], x: Float[Array, "... k"]) -> Float[Array, "... n"]:
@@ -98,8 +112,7 @@ def matvec(A: Float[Array, "... n k"], x: Float[Array, "... k"]) -> Float[Array,
         return jnp.zeros(
             jnp.broadcast_shapes(A.shape[:-2], x.shape[:-1]) + A.shape[-2:-1], jnp.result_type(A, x)
         )
-    a, b = A.ndim - 1, x.ndim - 1
-    return _sum(mul(_at(A, k, a, False), _at(x, k, b)) for k in range(A.shape[-1]))
+    return _sum(map(mul, parts(A, -1, False), parts(x, -1)))
 
 
 def rmatvec(A: Float[Array, "... k n"], x: Float[Array, "... k"]) -> Float[Array, "... n"]:
@@ -108,16 +121,15 @@ def rmatvec(A: Float[Array, "... k n"], x: Float[Array, "... k"]) -> Float[Array
         return jnp.zeros(
             jnp.broadcast_shapes(A.shape[:-2], x.shape[:-1]) + A.shape[-1:], jnp.result_type(A, x)
         )
-    a, b = A.ndim - 2, x.ndim - 1
-    return _sum(mul(_at(A, k, a, False), _at(x, k, b)) for k in range(A.shape[-2]))
+    return _sum(map(mul, parts(A, -2, False), parts(x, -1)))
 
 
 def inverse3(A: Float[Array, "... 3 3"]) -> Float[Array, "... 3 3"]:
     """Inverse of a 3×3 matrix by its adjugate: rows `c₁×c₂, c₂×c₀, c₀×c₁` over `det A`, with
     `cₖ` the columns of `A`. One division; everything else is products that XLA fuses."""
-    c0, c1, c2 = (_at(A, k, A.ndim - 1, False) for k in range(3))
+    c0, c1, c2 = parts(A, -1, False)
     adj = jnp.stack([cross(c1, c2), cross(c2, c0), cross(c0, c1)], -2)
-    det = jnp.sum(mul(c0, _at(adj, 0, adj.ndim - 2, False)), -1)
+    det = jnp.sum(mul(c0, lax.index_in_dim(adj, 0, adj.ndim - 2, False)), -1)
     return adj / det[..., None, None]
 
 

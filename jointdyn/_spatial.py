@@ -18,7 +18,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._linalg import _at, add, cross, matmul, matvec, mul, rmatvec, sub
+from ._linalg import add, cross, matmul, matvec, mul, parts, rmatvec, sub
 
 # --------------------------------------------------------------------------------------------
 # small vector helpers
@@ -128,7 +128,7 @@ def quat_conjugate(q: Float[Array, "... 4"]) -> Float[Array, "... 4"]:
 
 def quat_to_rotmat(q: Float[Array, "... 4"]) -> Float[Array, "... 3 3"]:
     """Rotation matrix of a unit quaternion `[w, x, y, z]`."""
-    w, x, y, z = (_at(q, k, q.ndim - 1, False) for k in range(4))
+    w, x, y, z = parts(q, -1, False)
     r00 = sub(1.0, mul(2.0, add(mul(y, y), mul(z, z))))
     r01 = mul(2.0, sub(mul(x, y), mul(w, z)))
     r02 = mul(2.0, add(mul(x, z), mul(w, y)))
