@@ -49,15 +49,15 @@ def parts(A: Array, axis: int, keepdims: bool = True) -> list[Array]:
 
     The unrolled products below take thousands of these. One `split` is one traced operation
     for all `n` slices (it lowers to the same `n` HLO slices as `n` `lax.slice`s, so XLA's
-    program is unchanged): talos `jit(vmap(aba))` has 3073 equations instead of 3965, and
-    lowering to StableHLO takes ~15 % less time. A JAX without `lax.split` gets the slices one
-    by one.
+    program is unchanged): talos `jit(vmap(aba))` has 3070 equations instead of 3965, and
+    tracing and lowering it take 15 % fewer instructions (2.27 against 2.65 G). A JAX without
+    `lax.split` gets the slices one by one.
     """
     axis = axis % A.ndim
     n = A.shape[axis]
     if _split is not None:
         slices = list(_split(A, (1,) * n, axis))
-    else:  # pragma: no cover - JAX < 0.4.36
+    else:  # a JAX before lax.split (0.4.36)
         slices = [lax.slice_in_dim(A, k, k + 1, axis=axis) for k in range(n)]
     return slices if keepdims else [lax.squeeze(x, (axis,)) for x in slices]
 

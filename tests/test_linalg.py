@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jointdyn._linalg import add, cross, inverse3, matmul, spd_inverse, sub
+from jointdyn import _linalg
+from jointdyn._linalg import add, cross, inverse3, matmul, matvec, parts, rmatvec, spd_inverse, sub
 
 
 def _spd(rng, n, batch=20, cond=1e3):
@@ -54,6 +55,28 @@ def test_matmul_matches_numpy():
     for shape_a, shape_b in [((4, 3, 3), (4, 3, 3)), ((6, 6), (5, 6, 1)), ((2, 6, 6), (2, 6, 6))]:
         A, B = rng.normal(size=shape_a), rng.normal(size=shape_b)
         np.testing.assert_allclose(np.asarray(matmul(jnp.asarray(A), jnp.asarray(B))), A @ B)
+
+
+@pytest.mark.parametrize("split", [True, False], ids=["lax.split", "slices"])
+def test_products_and_parts_match_numpy(monkeypatch, split):
+    """`matvec`, `rmatvec`, `matmul` and `parts`, from one `lax.split` or (a JAX without it)
+    slice by slice: the same values either way."""
+    if not split:
+        monkeypatch.setattr(_linalg, "_split", None)
+    elif _linalg._split is None:
+        pytest.skip("this JAX has no lax.split")
+    rng = np.random.default_rng(1)
+    A, x, B = rng.normal(size=(5, 6, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 4, 3))
+    y = rng.normal(size=(5, 6))
+    jA, jx, jB, jy = map(jnp.asarray, (A, x, B, y))
+    np.testing.assert_allclose(np.asarray(matvec(jA, jx)), np.einsum("bij,bj->bi", A, x))
+    np.testing.assert_allclose(np.asarray(rmatvec(jA, jy)), np.einsum("bji,bj->bi", A, y))
+    np.testing.assert_allclose(np.asarray(matmul(jA, jB)), A @ B)
+    kept, dropped = parts(jA, 1), parts(jA, -2, keepdims=False)
+    assert [k.shape for k in kept] == [(5, 1, 4)] * 6 and [d.shape for d in dropped] == [(5, 4)] * 6
+    for k in range(6):
+        np.testing.assert_array_equal(np.asarray(kept[k]), A[:, k : k + 1])
+        np.testing.assert_array_equal(np.asarray(dropped[k]), A[:, k])
 
 
 @pytest.mark.parametrize(
