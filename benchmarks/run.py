@@ -288,6 +288,11 @@ def compile_timed(fn, args) -> tuple[Any, float, float]:
     return compiled, t1 - t0, t2 - t1
 
 
+def blocking(compiled, args):
+    """A call of `compiled(*args)` that waits for every output: what the batched rows time."""
+    return lambda: jax.block_until_ready(compiled(*args))
+
+
 def aba_derivatives_fn(mode: str):
     """(model, q, v, tau) → (∂v̇/∂q in the tangent space, ∂v̇/∂v, ∂v̇/∂tau), each (nv, nv).
 
@@ -520,12 +525,8 @@ def bench_robot(robot: Robot, st: Settings, res: dict) -> None:
                     out = jax.block_until_ready(compiled(*args))
                     if i == 0 or b == 64:
                         row["check_rel_err"] = check_output(robot, alg, out)
-                    r = time_call(
-                        lambda c=compiled, a=args: jax.block_until_ready(c(*a)),
-                        st.repeats,
-                        st.budget_s,
-                        warm=True,
-                    )
+                    run = blocking(compiled, args)
+                    r = time_call(run, st.repeats, st.budget_s, warm=True)
                     row.update(
                         jd_us=1e6 * r["median"] / b,
                         jd_us_min=1e6 * r["min"] / b,
@@ -538,13 +539,7 @@ def bench_robot(robot: Robot, st: Settings, res: dict) -> None:
                         row["ratio"] = row["jd_us"] / row["pin_us"]
                         row["ratio_min"] = row["jd_us_min"] / row["pin_us_min"]
                         pin_call, pin_per = pin_reference_call(robot, alg, b, st.threads)
-                        row["ratio_paired"] = paired_ratio(
-                            lambda c=compiled, a=args: jax.block_until_ready(c(*a)),
-                            b,
-                            pin_call,
-                            pin_per,
-                            st.budget_s,
-                        )
+                        row["ratio_paired"] = paired_ratio(run, b, pin_call, pin_per, st.budget_s)
                 except Exception as e:
                     row["error"] = f"{type(e).__name__}: {e}"
                 record(res, "rows", row)
@@ -592,12 +587,8 @@ def bench_derivatives(
             log(f"  derivatives {mode} batch {b}: compiling")
             args = jd_args(robot, "aba", b, jnp.float64)
             compiled, t_lower, t_comp = compile_timed(aba_derivatives_fn(mode), args)
-            r = time_call(  # warm-up + 2 or more timed calls
-                lambda c=compiled, a=args: jax.block_until_ready(c(*a)),
-                st.repeats,
-                st.budget_s,
-                min_repeats=2,
-            )
+            run = blocking(compiled, args)
+            r = time_call(run, st.repeats, st.budget_s, min_repeats=2)  # warm-up + 2 or more
             per_sample = r["median"] / b
             done = b
             row.update(
@@ -611,7 +602,7 @@ def bench_derivatives(
             )
             if b * per_sample < 0.5:  # a pair per round fits; a larger batch would not
                 row["ratio_paired"] = paired_ratio(
-                    lambda c=compiled, a=args: jax.block_until_ready(c(*a)),
+                    run,
                     b,
                     *pin_reference_call(robot, "aba_derivatives", b, st.threads),
                     st.budget_s,
@@ -692,9 +683,7 @@ def bench_mjx(robot: Robot, st: Settings, res: dict) -> None:
                 args = jd.device_put_batched(args, axes)
             compiled, t_lower, t_comp = compile_timed(batch_over_states(fwd, axes), args)
             out = jax.block_until_ready(compiled(*args))
-            r = time_call(
-                lambda c=compiled, a=args: jax.block_until_ready(c(*a)), st.repeats, st.budget_s
-            )
+            r = time_call(blocking(compiled, args), st.repeats, st.budget_s)
             row.update(us=1e6 * r["median"] / b, compile_s=t_lower + t_comp, dtype=str(out.dtype))
             aba_row = next(
                 (
@@ -732,9 +721,7 @@ def bench_gpu_throughput(st: Settings, res: dict, batch: int) -> None:
             args = jd_args(robot, "aba", batch, jnp.float32)
             compiled, t_lower, t_comp = compile_timed(jd_batched("aba"), args)
             jax.block_until_ready(compiled(*args))
-            r = time_call(
-                lambda c=compiled, a=args: jax.block_until_ready(c(*a)), st.repeats, st.budget_s
-            )
+            r = time_call(blocking(compiled, args), st.repeats, st.budget_s)
             row.update(
                 jd_us=1e6 * r["median"] / batch,
                 jd_us_min=1e6 * r["min"] / batch,
