@@ -370,6 +370,7 @@ class Settings:
     quick: bool
     impl: str = "vmap"
     compiler_options: bool = True
+    cold_repeats: int = 3
 
 
 def log(msg: str) -> None:
@@ -545,9 +546,49 @@ def bench_robot(robot: Robot, st: Settings, res: dict) -> None:
                 record(res, "rows", row)
                 log("  " + fmt_row_log(row))
 
+    bench_cold_compile(robot, st, res)
     if st.derivatives:
         for mode in st.deriv_modes:
             bench_derivatives(robot, mode, st, res, *single["aba_derivatives"])
+
+
+def bench_cold_compile(robot: Robot, st: Settings, res: dict) -> None:
+    """Issue 4's compile figure, whatever `--impl`: `jointdyn.jit(jax.vmap(jointdyn.aba))` at
+    the largest batch (float64 when measured), on one device, compiled cold `st.cold_repeats`
+    times, each after `jax.clear_caches()` (trace, lower and XLA compile; this worker's earlier
+    compiles paid XLA's one-time set-up). The batched rows' own cold compile is one sample, and
+    under `--impl batched` it is `jointdyn.batched`'s program, not this one."""
+    if st.cold_repeats < 1 or "aba" not in st.algorithms:
+        return
+    b = max(st.batches)
+    dname = "float64" if "float64" in st.dtypes else st.dtypes[0]
+    dtype = DTYPES[dname]
+    row = {"robot": robot.name, "alg": "aba", "dtype": dname, "batch": b}
+    try:
+        s = robot.states
+        args = (jd.astype(robot.model, dtype),) + tuple(
+            jnp.asarray(s[k][:b], dtype) for k in ("q", "v", "tau")
+        )
+        fn = jax.vmap(jd.aba, (None, 0, 0, 0))
+        lower_s, compile_s = [], []
+        for _ in range(st.cold_repeats):
+            jax.clear_caches()
+            compiled, t_lower, t_comp = compile_timed(fn, args)
+            lower_s.append(t_lower)
+            compile_s.append(t_comp)
+        row["check_rel_err"] = check_output(robot, "aba", compiled(*args))
+        total = [x + y for x, y in zip(lower_s, compile_s, strict=True)]
+        row.update(lower_s=lower_s, compile_s=compile_s, total_s=total)
+    except Exception as e:
+        row["error"] = f"{type(e).__name__}: {e}"
+    record(res, "cold_compile", row)
+    if "error" in row:
+        log(f"  cold compile jit(vmap(aba)): {row['error']}")
+    else:
+        log(
+            f"  cold compile jit(vmap(aba)) batch {b} {dname}: median "
+            f"{np.median(row['total_s']):.2f} s of {', '.join(f'{x:.2f}' for x in total)}"
+        )
 
 
 def bench_derivatives(
@@ -773,6 +814,7 @@ def empty_results() -> dict[str, Any]:
         "rows": [],
         "derivatives": [],
         "mjx": [],
+        "cold_compile": [],
     }
 
 
@@ -1085,10 +1127,11 @@ def render(res: dict, st: Settings) -> str:
 
     if rows:
         out += ["## Compile time (seconds, apart from the timings)", ""]
+        how = "jax.vmap(alg)" if st.impl == "vmap" else "jointdyn.batched(alg)"
         out.append(
-            "`jointdyn.jit(jax.vmap(alg)).lower(*args).compile()` (`jax.jit` with "
-            "`jointdyn.compiler_options()`; plain `jax.jit` under `--xla-defaults`). "
-            "Cold: after `jax.clear_caches()`, "
+            f"`jointdyn.jit({how}).lower(*args).compile()` (`jax.jit` with "
+            "`jointdyn.compiler_options()`; plain `jax.jit` under `--xla-defaults`), the program "
+            "the rows above time. Cold: after `jax.clear_caches()`, "
             "at the first batch; the other batches reuse the traced inner jaxpr and compile "
             "their own XLA program."
         )
@@ -1131,6 +1174,38 @@ def render(res: dict, st: Settings) -> str:
                     "cold total",
                     "other batches (total)",
                 ],
+                body,
+            )
+        )
+        out.append("")
+
+    cold = [r for r in res.get("cold_compile", []) if "total_s" in r]
+    if cold:
+        n = len(cold[0]["total_s"])
+        out += ["## Cold compile of `jit(vmap(aba))` (issue 4's figure: talos, at most 2 s)", ""]
+        out.append(
+            "`jointdyn.jit(jax.vmap(jointdyn.aba)).lower(*args).compile()` at the run's largest "
+            f"batch on one device, compiled cold {n} times in each robot's worker process, each "
+            "after `jax.clear_caches()` (trace, lower and XLA compile; earlier compiles in the "
+            "process paid XLA's one-time set-up, ~1–2 s more for a process's first compile). "
+            "Seconds; the medians of each column."
+        )
+        out.append("")
+        body = [
+            [
+                r["robot"],
+                r["dtype"],
+                r["batch"],
+                float(np.median(r["lower_s"])),
+                float(np.median(r["compile_s"])),
+                float(np.median(r["total_s"])),
+                f"{min(r['total_s']):.2f}–{max(r['total_s']):.2f}",
+            ]
+            for r in cold
+        ]
+        out.append(
+            table(
+                ["robot", "dtype", "batch", "trace+lower", "XLA compile", "total", "range"],
                 body,
             )
         )
@@ -1243,7 +1318,8 @@ def render(res: dict, st: Settings) -> str:
         )
         out.append("")
     elif not res.get("gpu_throughput"):
-        out += ["MuJoCo MJX: not measured (`mujoco.mjx` is not importable).", ""]
+        why = "`--no-mjx`" if res.get("mjx_off") == "--no-mjx" else "`mujoco.mjx` is not importable"
+        out += [f"MuJoCo MJX: not measured ({why}).", ""]
 
     checks = [r for r in rows if "check_rel_err" in r]
     if checks:
@@ -1259,7 +1335,11 @@ def render(res: dict, st: Settings) -> str:
         out.append(table(["robot", "alg", "dtype", "batch", "rel. error"], body))
         out.append("")
 
-    errors = [r for r in res["rows"] + res["derivatives"] + res["mjx"] if "error" in r]
+    errors = [
+        r
+        for r in res["rows"] + res["derivatives"] + res["mjx"] + res.get("cold_compile", [])
+        if "error" in r
+    ]
     if errors:
         out += ["## Errors", ""]
         for r in errors:
@@ -1315,6 +1395,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--deriv-budget", type=float, default=20.0, help="seconds for a large derivative batch"
     )
     p.add_argument("--no-mjx", action="store_true")
+    p.add_argument(
+        "--cold-repeats",
+        type=int,
+        default=3,
+        help="cold compiles of jit(vmap(aba)) at the largest batch per robot (0: none)",
+    )
     p.add_argument("--quick", action="store_true", help="smoke run: panda, batches 1,64")
     p.add_argument(
         "--gpu-throughput", action="store_true", help="only float32 aba at a large batch"
@@ -1387,6 +1473,7 @@ def main(argv=None) -> None:
         quick=a.quick,
         impl=a.impl,
         compiler_options=not a.xla_defaults,
+        cold_repeats=a.cold_repeats,
     )
     IMPL = st.impl
     COMPILER_OPTIONS = st.compiler_options
@@ -1427,6 +1514,7 @@ def main(argv=None) -> None:
         bench_gpu_throughput(st, res, a.throughput_batch)
         tag = "gpu-throughput"
     else:
+        res["mjx_off"] = None if st.mjx else "--no-mjx" if a.no_mjx else "not importable"
         log(
             f"robots {st.robots}, batches {st.batches}, dtypes {st.dtypes}, derivatives "
             f"{st.deriv_modes if st.derivatives else 'off'} at {st.deriv_batches}, "
