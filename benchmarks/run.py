@@ -1322,6 +1322,11 @@ def render(res: dict, st: Settings) -> str:
         out += [f"MuJoCo MJX: not measured ({why}).", ""]
 
     checks = [r for r in rows if "check_rel_err" in r]
+    checks += [
+        {**r, "alg": "aba (cold-compile table)"}
+        for r in res.get("cold_compile", [])
+        if "check_rel_err" in r
+    ]
     if checks:
         out += ["## Agreement with Pinocchio (same states, first 4 samples)", ""]
         out.append(
