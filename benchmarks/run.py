@@ -242,7 +242,9 @@ def load_robot(name: str, nmax: int, threads: int, seed: int = 0) -> Robot:
 # jointdyn
 
 
-def jd_args(robot: Robot, alg: str, batch: int, dtype) -> tuple:
+def jd_args(robot: Robot, alg: str, batch: int, dtype, placed: bool = True) -> tuple:
+    """(model, states...) of `alg` at `batch` in `dtype`; under `--impl batched` (and `placed`)
+    the states split over the devices where `jointdyn.batched` computes."""
     s = robot.states
     model = jd.astype(robot.model, dtype)
 
@@ -255,7 +257,7 @@ def jd_args(robot: Robot, alg: str, batch: int, dtype) -> tuple:
         args = model, a(s["q"]), a(s["v"]), a(s["vdot"])
     else:
         args = model, a(s["q"])
-    if IMPL == "batched":  # where jointdyn.batched computes: states split over the devices
+    if IMPL == "batched" and placed:
         args = jd.device_put_batched(args, (None,) + (0,) * (len(args) - 1))
     return args
 
@@ -565,10 +567,7 @@ def bench_cold_compile(robot: Robot, st: Settings, res: dict) -> None:
     dtype = DTYPES[dname]
     row = {"robot": robot.name, "alg": "aba", "dtype": dname, "batch": b}
     try:
-        s = robot.states
-        args = (jd.astype(robot.model, dtype),) + tuple(
-            jnp.asarray(s[k][:b], dtype) for k in ("q", "v", "tau")
-        )
+        args = jd_args(robot, "aba", b, dtype, placed=False)
         fn = jax.vmap(jd.aba, (None, 0, 0, 0))
         lower_s, compile_s = [], []
         for _ in range(st.cold_repeats):
