@@ -128,8 +128,9 @@ def inverse3(A: Float[Array, "... 3 3"]) -> Float[Array, "... 3 3"]:
     """Inverse of a 3×3 matrix by its adjugate: rows `c₁×c₂, c₂×c₀, c₀×c₁` over `det A`, with
     `cₖ` the columns of `A`. One division; everything else is products that XLA fuses."""
     c0, c1, c2 = parts(A, -1, False)
-    adj = jnp.stack([cross(c1, c2), cross(c2, c0), cross(c0, c1)], -2)
-    det = jnp.sum(mul(c0, lax.index_in_dim(adj, 0, adj.ndim - 2, False)), -1)
+    r0 = cross(c1, c2)
+    adj = jnp.stack([r0, cross(c2, c0), cross(c0, c1)], -2)
+    det = jnp.sum(mul(c0, r0), -1)  # c₀ · (c₁ × c₂)
     return adj / det[..., None, None]
 
 
