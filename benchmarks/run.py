@@ -1183,7 +1183,8 @@ def render(res: dict, st: Settings) -> str:
         n = len(cold[0]["total_s"])
         out += ["## Cold compile of `jit(vmap(aba))` (issue 4's figure: talos, at most 2 s)", ""]
         out.append(
-            "`jointdyn.jit(jax.vmap(jointdyn.aba)).lower(*args).compile()` at the run's largest "
+            "`jointdyn.jit(jax.vmap(jointdyn.aba)).lower(*args).compile()` (plain `jax.jit` "
+            "under `--xla-defaults`) at the run's largest "
             f"batch on one device, compiled cold {n} times in each robot's worker process, each "
             "after `jax.clear_caches()` (trace, lower and XLA compile; earlier compiles in the "
             "process paid XLA's one-time set-up, ~1–2 s more for a process's first compile). "
