@@ -1,0 +1,158 @@
+"""`jointdyn.batch_last` equals `vmap` with the batch axis last, for every algorithm, and
+`batched` (which uses it per chunk on CPU) equals `vmap` for batch sizes around the chunk."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from trees import random_tree
+
+import jointdyn as jd
+import jointdyn._batch_last as bl
+
+jax.config.update("jax_enable_x64", True)
+
+N = 5  # samples
+
+
+@pytest.fixture(scope="module")
+def states():
+    model = random_tree(3, nbodies=14)  # a Free root and every other joint class
+    keys = jax.random.split(jax.random.PRNGKey(1), N)
+    q = jax.vmap(model.random_configuration)(keys)
+    v = jax.random.normal(keys[0], (N, model.nv))
+    u = jax.random.normal(keys[1], (N, model.nv))
+    return model, q, v, u
+
+
+def _assert_tree_close(got, ref, tol=1e-11):
+    assert jax.tree.structure(got) == jax.tree.structure(ref)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref), strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+ALGORITHMS = {
+    "aba": (jd.aba, 3),
+    "rnea": (jd.rnea, 3),
+    "crba": (jd.crba, 1),
+    "forward_dynamics": (jd.forward_dynamics, 3),
+    "aba_derivatives": (jd.aba_derivatives, 3),
+    "rnea_derivatives": (jd.rnea_derivatives, 3),
+    "center_of_mass": (jd.center_of_mass, 1),
+    "kinetic_energy": (jd.kinetic_energy, 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_equals_vmap_without_fallback(states, name, monkeypatch):
+    """Same numbers as `vmap(out_axes=-1)`, and every primitive had a batch-last rule (the
+    `vmap` fallback, correct but slow, was not needed)."""
+    fn, nargs = ALGORITHMS[name]
+    model, *xs = states
+    xs = xs[:nargs]
+    axes = (None,) + (-1,) * nargs
+
+    def no_fallback(eqn, ins):
+        raise AssertionError(f"no batch-last rule for {eqn.primitive.name}")
+
+    monkeypatch.setattr(bl, "_fallback", no_fallback)
+    got = jax.jit(jd.batch_last(fn, axes))(model, *[x.T for x in xs])
+    ref = jax.jit(jax.vmap(fn, (None,) + (0,) * nargs, out_axes=-1))(model, *xs)
+    _assert_tree_close(got, ref)
+
+
+def test_fallback_is_correct():
+    """A primitive without a rule (`sort`) runs under `vmap`, moved first and back."""
+    x = jax.random.normal(jax.random.PRNGKey(0), (4, 3, N))
+    y = jax.random.normal(jax.random.PRNGKey(1), (3,))
+
+    def f(x, y):
+        return jnp.sort(x * y, axis=0) + jnp.sum(x)
+
+    got = jd.batch_last(f, (-1, None))(x, y)
+    np.testing.assert_allclose(got, jax.vmap(f, (-1, None), -1)(x, y), rtol=1e-13)
+
+
+@pytest.mark.parametrize(
+    "sa, sb, dn",
+    [
+        ((3, 4), (4, 5), (((1,), (0,)), ((), ()))),
+        ((2, 3, 4), (2, 4, 5), (((2,), (1,)), ((0,), (0,)))),
+        ((6, 35), (6, 35), (((0,), (0,)), ((), ()))),  # unrolled contraction
+        ((35, 35), (35, 7), (((1,), (0,)), ((), ()))),  # long contraction: batched dot
+        ((2, 3, 4, 5), (5, 4, 2), (((2, 3), (1, 0)), ((0,), (2,)))),
+        ((3,), (3,), (((0,), (0,)), ((), ()))),
+    ],
+)
+@pytest.mark.parametrize("mapped", [(True, True), (True, False), (False, True)])
+def test_dot_general(sa, sb, dn, mapped):
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=sa + ((N,) if mapped[0] else ()))
+    b = rng.normal(size=sb + ((N,) if mapped[1] else ()))
+    axes = tuple(-1 if m else None for m in mapped)
+
+    def f(x, y):
+        return jax.lax.dot_general(x, y, dn)
+
+    got = jd.batch_last(f, axes)(a, b)
+    np.testing.assert_allclose(got, jax.vmap(f, axes, -1)(a, b), rtol=1e-12, atol=1e-12)
+
+
+def test_gather_scatter_and_unbatched_outputs():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(7, 3, N))
+    u = rng.normal(size=(4, 3))
+    idx = np.array([0, 2, 2, 5])
+
+    def f(x, u):
+        y = jnp.asarray(x).at[idx].add(u)
+        return {"y": y[idx[::-1]], "const": jnp.ones(2) * 3.0}
+
+    got = jd.batch_last(f, (-1, None))(x, u)
+    ref = jax.vmap(f, (-1, None), -1)(x, u)
+    _assert_tree_close(got, ref, 1e-13)
+    assert got["const"].shape == (2, N)  # an output that depends on no mapped input
+
+
+def test_grad_and_float32(states):
+    """Reverse mode through `batch_last`, and float32 in gives float32 out."""
+    model, q, v, u = states
+
+    def loss(u, layout):
+        f = jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=2, layout=layout)
+        return jnp.sum(jnp.sin(f(model, q, v, u)))
+
+    g = jax.jit(jax.grad(loss), static_argnums=1)
+    np.testing.assert_allclose(g(u, "batch_last"), g(u, "batch_first"), rtol=1e-10, atol=1e-10)
+    out = jax.jit(jd.batch_last(jd.rnea, (None, -1, -1, -1)))(
+        model, *(x.T.astype(jnp.float32) for x in (q, v, u))
+    )
+    assert out.dtype == jnp.float32
+
+
+@pytest.mark.parametrize("n", [1, 4, 9, 16])
+def test_batched_around_the_chunk(states, n):
+    """Batches below, at and above the chunk size (4), padded where not a multiple."""
+    model, q, v, u = states
+    reps = -(-n // N)
+    q, v, u = (jnp.tile(x, (reps, 1))[:n] for x in (q, v, u))
+    got = jax.jit(jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=4, layout="batch_last"))(
+        model, q, v, u
+    )
+    ref = jax.jit(jax.vmap(jd.aba, (None, 0, 0, 0)))(model, q, v, u)
+    np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-11)
+
+
+def test_errors(states):
+    model, q, v, u = states
+    with pytest.raises(ValueError, match="in_axes"):
+        jd.batch_last(jd.aba, (None, 0, -1, -1))(model, q.T, v.T, u.T)
+    with pytest.raises(ValueError, match="in_axes"):
+        jd.batch_last(jd.aba, (None, -1))(model, q.T, v.T, u.T)
+    with pytest.raises(ValueError, match="last-axis size"):
+        jd.batch_last(jd.aba, (None, -1, -1, -1))(model, q.T, v.T[:, :2], u.T)
+    with pytest.raises(ValueError, match="scalar leaf"):
+        jd.batch_last(jnp.sin, -1)(jnp.float64(1.0))
+    with pytest.raises(ValueError, match="layout"):
+        jd.batched(jd.aba, (None, 0, 0, 0), layout="sideways")(model, q, v, u)
