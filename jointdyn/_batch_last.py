@@ -56,42 +56,38 @@ def batch_last(fn: Callable, in_axes: int | None | Sequence[int | None] = -1) ->
         for a in axes:
             if a not in (-1, None):
                 raise ValueError(f"`in_axes` entries must be -1 or None, got {a!r}")
-        leaves, mapped, treedef = [], [], None
-        sizes = set()
-        for x, a in zip(args, axes, strict=True):
-            xs = jax.tree.leaves(x)
-            leaves += xs
-            mapped += [a == -1] * len(xs)
-            if a == -1:
-                if any(np.ndim(y) == 0 for y in xs):
-                    raise ValueError(
-                        "a mapped argument has a scalar leaf: no last axis to map over"
-                    )
-                sizes |= {np.shape(y)[-1] for y in xs}
+        trees = [jax.tree.flatten(x) if a == -1 else None for x, a in zip(args, axes, strict=True)]
+        leaves = [y for t in trees if t is not None for y in t[0]]
+        if any(np.ndim(y) == 0 for y in leaves):
+            raise ValueError("a mapped argument has a scalar leaf: no last axis to map over")
+        sizes = {np.shape(y)[-1] for y in leaves}
         if len(sizes) != 1:
             raise ValueError(f"mapped arguments must share one last-axis size, got {sorted(sizes)}")
         (B,) = sizes
-        treedef = jax.tree.structure(args)
 
-        def flat_fn(*flat):
-            return fn(*jax.tree.unflatten(treedef, flat))
+        def one_sample(*flat):
+            """`fn` of one sample; unmapped arguments are closed over, so concrete stay concrete."""
+            it = iter(flat)
+            return fn(
+                *[
+                    x if t is None else jax.tree.unflatten(t[1], [next(it) for _ in t[0]])
+                    for x, t in zip(args, trees, strict=True)
+                ]
+            )
 
-        spec = [_spec(x, m) for x, m in zip(leaves, mapped, strict=True)]
-        closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*spec)
-        outs = _eval(closed.jaxpr, closed.consts, list(zip(leaves, mapped, strict=True)), B)
+        spec = [_spec(y) for y in leaves]
+        closed, out_shape = jax.make_jaxpr(one_sample, return_shape=True)(*spec)
+        outs = _eval(closed.jaxpr, closed.consts, [(y, True) for y in leaves], B)
         outs = [x if b else _full(x, False, B) for x, b in outs]
         return jax.tree.unflatten(jax.tree.structure(out_shape), outs)
 
     return wrapped
 
 
-def _spec(x, mapped: bool) -> jax.ShapeDtypeStruct:
-    """The abstract value of one sample of leaf `x` (all of it when not `mapped`)."""
+def _spec(x) -> jax.ShapeDtypeStruct:
+    """The abstract value of one sample of the mapped leaf `x`."""
     aval = jax.typeof(x)
-    if mapped and not aval.shape:
-        raise ValueError("a mapped argument has a scalar leaf: no last axis to map over")
-    shape = aval.shape[:-1] if mapped else aval.shape
-    return jax.ShapeDtypeStruct(shape, aval.dtype, weak_type=aval.weak_type)
+    return jax.ShapeDtypeStruct(aval.shape[:-1], aval.dtype, weak_type=aval.weak_type)
 
 
 def _full(x, batched: bool, B: int, shape: tuple | None = None):
