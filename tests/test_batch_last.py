@@ -63,15 +63,32 @@ def test_equals_vmap_without_fallback(states, name, monkeypatch):
 
 
 def test_fallback_is_correct():
-    """A primitive without a rule (`sort`) runs under `vmap`, moved first and back."""
+    """Primitives without a rule (`custom_jvp_call`, `while`, `cond`, `sort`) run under `vmap`,
+    moved first and back: same values and gradients (the custom JVP rule kept); float32
+    stays float32 with Python-scalar literals."""
     x = jax.random.normal(jax.random.PRNGKey(0), (4, 3, N))
     y = jax.random.normal(jax.random.PRNGKey(1), (3,))
 
     def f(x, y):
-        return jnp.sort(x * y, axis=0) + jnp.sum(x)
+        z = jax.nn.relu(x * y)  # custom_jvp
+        z = jax.lax.fori_loop(0, 3, lambda i, c: c * 0.5 + jnp.sin(c), z)
+        z = jax.lax.cond(z.sum() > 0, lambda a: a * 2, lambda a: -a, z)  # a batched predicate
+        return jnp.sort(z, axis=0) + jnp.sum(x)
 
     got = jd.batch_last(f, (-1, None))(x, y)
     np.testing.assert_allclose(got, jax.vmap(f, (-1, None), -1)(x, y), rtol=1e-13)
+    g = jax.grad(lambda x: jd.batch_last(f, (-1, None))(x, y).sum())(x)
+    g_ref = jax.grad(lambda x: jax.vmap(f, (-1, None), -1)(x, y).sum())(x)
+    np.testing.assert_allclose(g, g_ref, rtol=1e-12)
+
+    x32 = x.astype(jnp.float32)
+
+    def h(a):
+        return a * 2.0 + 1 - jnp.float32(3) * a**2
+
+    out = jd.batch_last(h)(x32)
+    assert out.dtype == jnp.float32
+    np.testing.assert_allclose(out, jax.vmap(h, -1, -1)(x32), rtol=1e-6)
 
 
 @pytest.mark.parametrize(
