@@ -41,6 +41,9 @@ ALGORITHMS = {
     "rnea_derivatives": (jd.rnea_derivatives, 3),
     "center_of_mass": (jd.center_of_mass, 1),
     "kinetic_energy": (jd.kinetic_energy, 2),
+    "forward_kinematics": (jd.forward_kinematics, 3),  # a pytree of poses, velocities, …
+    "jacobian": (lambda m, q: jd.jacobian(m, q, "tool"), 1),
+    "centroidal_momentum": (jd.centroidal_momentum, 2),
 }
 
 
