@@ -44,6 +44,11 @@ def test_demo_default_model():
     assert "dtype    float32, batch 8" in lines
     assert re.search(r"compile  [\d.]+ s", lines), lines
     assert re.search(r"us per sample, [\d,]+ samples/s", lines), lines
+    match = re.search(
+        r"with jd.batched\(aba\), [\d.]+x jit\(vmap\(aba\)\); same vdot to (\S+)", lines
+    )
+    assert match, lines
+    assert float(match.group(1)) < 1e-3  # float32: the same states through both layouts
     assert "(finite: True)" in lines
     assert _residual(lines) < 1e-2  # float32
     assert re.search(r"centre of mass \[.*\] m, total energy T \+ U = -?[\d.]+ J", lines), lines
