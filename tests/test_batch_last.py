@@ -193,3 +193,32 @@ def test_model_gradient_through_batched():
 
     grad = jax.jit(jax.grad(loss), static_argnums=1)
     _assert_tree_close(grad(model, "batch_last"), grad(model, "batch_first"), 1e-10)
+
+
+def test_batched_mapped_external_forces_and_models():
+    """Mapped `f_ext` (n, nbodies, 6), and a mapped model (one per sample, e.g. randomised
+    parameters), through batch-last chunks, equal `vmap`."""
+    model = random_tree(5, nbodies=6)
+    n = 11
+    keys = jax.random.split(jax.random.PRNGKey(3), n)
+    q = jax.vmap(model.random_configuration)(keys)
+    v = jax.random.normal(keys[0], (n, model.nv))
+    u = jax.random.normal(keys[1], (n, model.nv))
+    f_ext = jax.random.normal(keys[2], (n, model.nbodies, 6))
+    axes = (None, 0, 0, 0, 0)
+    got = jax.jit(jd.batched(jd.aba, axes, chunk_size=4, layout="batch_last"))(
+        model, q, v, u, f_ext
+    )
+    ref = jax.jit(jax.vmap(jd.aba, axes))(model, q, v, u, f_ext)
+    np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-11)
+
+    def scaled(s):  # every floating-point array parameter scaled by s
+        def f(x):
+            return x * s if jnp.issubdtype(x.dtype, jnp.floating) and x.ndim else x
+
+        return jax.tree.map(f, model)
+
+    models = jax.vmap(scaled)(1 + 0.1 * jnp.arange(n))
+    got = jax.jit(jd.batched(jd.rnea, 0, chunk_size=4, layout="batch_last"))(models, q, v, u)
+    ref = jax.jit(jax.vmap(jd.rnea))(models, q, v, u)
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
