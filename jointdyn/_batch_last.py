@@ -50,9 +50,7 @@ def batch_last(fn: Callable, in_axes: int | None | Sequence[int | None] = -1) ->
     """
 
     def wrapped(*args):
-        axes = in_axes if isinstance(in_axes, Sequence) else (in_axes,) * len(args)
-        if len(axes) != len(args):
-            raise ValueError(f"`in_axes` has {len(axes)} entries for {len(args)} arguments")
+        axes = _axes(args, in_axes)
         for a in axes:
             if a not in (-1, None):
                 raise ValueError(f"`in_axes` entries must be -1 or None, got {a!r}")
@@ -82,6 +80,14 @@ def batch_last(fn: Callable, in_axes: int | None | Sequence[int | None] = -1) ->
         return jax.tree.unflatten(jax.tree.structure(out_shape), outs)
 
     return wrapped
+
+
+def _axes(args, in_axes) -> tuple:
+    """`in_axes` as one entry per positional argument (shared with `batched`)."""
+    axes = in_axes if isinstance(in_axes, Sequence) else (in_axes,) * len(args)
+    if len(axes) != len(args):
+        raise ValueError(f"`in_axes` has {len(axes)} entries for {len(args)} arguments")
+    return tuple(axes)
 
 
 def _spec(x) -> jax.ShapeDtypeStruct:

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from ._batch_last import batch_last
+from ._batch_last import _axes, batch_last
 
 CPU_CHUNK_SIZE = 32
 
@@ -77,12 +77,7 @@ def batched(
             if last:
                 return _chunks_batch_last(fn, args, axes, int(size))
             mapped = tuple(x for x, a in zip(args, axes, strict=True) if a == 0)
-
-            def one(xs):
-                it = iter(xs)
-                return fn(*[next(it) if a == 0 else x for x, a in zip(args, axes, strict=True)])
-
-            return jax.lax.map(one, mapped, batch_size=int(size))
+            return jax.lax.map(lambda xs: fn(*_fill(args, axes, xs)), mapped, batch_size=int(size))
 
         mesh = _mesh(args, axes) if shard else None
         if mesh is None:
@@ -128,18 +123,15 @@ def _chunks_batch_last(fn: Callable, args: tuple, axes: tuple, size: int):
     mapped = [jax.tree.map(split, x) for x, a in zip(args, axes, strict=True) if a == 0]
 
     def one(xs):
-        it = iter(xs)
-        full = [next(it) if a == 0 else x for x, a in zip(args, axes, strict=True)]
-        return batch_last(fn, last_axes)(*full)
+        return batch_last(fn, last_axes)(*_fill(args, axes, xs))
 
     return jax.tree.map(join, jax.lax.map(one, mapped))
 
 
-def _axes(args, in_axes) -> tuple:
-    axes = in_axes if isinstance(in_axes, Sequence) else (in_axes,) * len(args)
-    if len(axes) != len(args):
-        raise ValueError(f"`in_axes` has {len(axes)} entries for {len(args)} arguments")
-    return tuple(axes)
+def _fill(args: tuple, axes: tuple, mapped) -> list:
+    """`args` with the mapped ones (`axes` 0) replaced, in order, by `mapped` (a chunk's)."""
+    it = iter(mapped)
+    return [next(it) if a == 0 else x for x, a in zip(args, axes, strict=True)]
 
 
 def _mesh(args, axes) -> Mesh | None:

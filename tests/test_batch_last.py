@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from trees import random_tree
+from trees import random_states, random_tree
 
 import jointdyn as jd
 import jointdyn._batch_last as bl
@@ -18,11 +18,7 @@ N = 5  # samples
 @pytest.fixture(scope="module")
 def states():
     model = random_tree(3, nbodies=14)  # a Free root and every other joint class
-    keys = jax.random.split(jax.random.PRNGKey(1), N)
-    q = jax.vmap(model.random_configuration)(keys)
-    v = jax.random.normal(keys[0], (N, model.nv))
-    u = jax.random.normal(keys[1], (N, model.nv))
-    return model, q, v, u
+    return model, *random_states(model, N, seed=1)
 
 
 def _assert_tree_close(got, ref, tol=1e-11):
@@ -182,10 +178,7 @@ def test_model_gradient_through_batched():
     """System identification: the gradient with respect to every model parameter through
     batch-last chunks equals the one through batch-first chunks."""
     model = random_tree(4, nbodies=6)
-    keys = jax.random.split(jax.random.PRNGKey(2), 9)
-    q = jax.vmap(model.random_configuration)(keys)
-    v = jax.random.normal(keys[0], (9, model.nv))
-    vdot = jax.random.normal(keys[1], (9, model.nv))
+    q, v, vdot = random_states(model, 9, seed=2)
 
     def loss(m, layout):
         f = jd.batched(jd.rnea, (None, 0, 0, 0), chunk_size=4, layout=layout)
@@ -200,11 +193,8 @@ def test_batched_mapped_external_forces_and_models():
     parameters), through batch-last chunks, equal `vmap`."""
     model = random_tree(5, nbodies=6)
     n = 11
-    keys = jax.random.split(jax.random.PRNGKey(3), n)
-    q = jax.vmap(model.random_configuration)(keys)
-    v = jax.random.normal(keys[0], (n, model.nv))
-    u = jax.random.normal(keys[1], (n, model.nv))
-    f_ext = jax.random.normal(keys[2], (n, model.nbodies, 6))
+    q, v, u = random_states(model, n, seed=3)
+    f_ext = jax.random.normal(jax.random.PRNGKey(4), (n, model.nbodies, 6))
     axes = (None, 0, 0, 0, 0)
     got = jax.jit(jd.batched(jd.aba, axes, chunk_size=4, layout="batch_last"))(
         model, q, v, u, f_ext

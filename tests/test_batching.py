@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from trees import random_tree
+from trees import random_states, random_tree
 
 import jointdyn as jd
 
@@ -14,11 +14,7 @@ jax.config.update("jax_enable_x64", True)
 @pytest.fixture(scope="module")
 def batch():
     model = random_tree(1, nbodies=6)
-    n = 37  # not a multiple of the chunk size
-    keys = jax.random.split(jax.random.PRNGKey(0), n)
-    q = jax.vmap(model.random_configuration)(keys)
-    v = jax.random.normal(keys[0], (n, model.nv))
-    tau = jax.random.normal(keys[1], (n, model.nv))
+    q, v, tau = random_states(model, 37)  # not a multiple of the chunk size
     return model, q, v, tau
 
 
@@ -69,7 +65,7 @@ def test_batched_shards_over_devices():
         import jax, jax.numpy as jnp, numpy as np, sys
         jax.config.update("jax_enable_x64", True)
         sys.path.insert(0, "tests")
-        from trees import random_tree
+        from trees import random_states, random_tree
         import jointdyn as jd
         assert len(jax.devices()) == 2
         m = random_tree(1, nbodies=5)

@@ -9,7 +9,7 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
-from trees import random_tree
+from trees import random_states, random_tree
 
 import jointdyn as jd
 from jointdyn import _misc
@@ -20,11 +20,7 @@ jax.config.update("jax_enable_x64", True)
 @pytest.fixture(scope="module")
 def batch():
     model = random_tree(2, nbodies=7)
-    n = 5
-    keys = jax.random.split(jax.random.PRNGKey(1), n)
-    q = jax.vmap(model.random_configuration)(keys)
-    v = jax.random.normal(keys[0], (n, model.nv))
-    tau = jax.random.normal(keys[1], (n, model.nv))
+    q, v, tau = random_states(model, 5, seed=1)
     return model, q, v, tau
 
 
@@ -136,7 +132,7 @@ def test_use_low_latency_cpu_sets_both_and_changes_the_schedule():
     code = """
 import os, jax, jax.numpy as jnp, numpy as np
 import jointdyn as jd
-from trees import random_tree
+from trees import random_states, random_tree
 if LOW:
     done = jd.use_low_latency_cpu()
     assert done["jax_cpu_enable_async_dispatch"] is False, done

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 import jointdyn as jd
@@ -60,3 +61,13 @@ def random_tree(seed: int = 0, nbodies: int = 16, floating: bool = True) -> jd.M
         )
     b.add_frame("tool", f"body{nbodies - 1}", jd.Transform.from_rpy([0.1, 0.2, 0.3], [0.1, 0, 0.2]))
     return b.build()
+
+
+def random_states(model: jd.Model, n: int, seed: int = 0):
+    """`n` random states `(q, v, u)`: configurations from `model.random_configuration`, `v` and
+    `u` (a `tau` or `vdot`) standard normal, all from `jax.random.PRNGKey(seed)`."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), n)
+    q = jax.vmap(model.random_configuration)(keys)
+    v = jax.random.normal(keys[0], (n, model.nv))
+    u = jax.random.normal(keys[1], (n, model.nv))
+    return q, v, u
