@@ -72,6 +72,7 @@ from ._spatial import (
 )
 
 __version__ = "0.1.0"
+from ._autodiff import differentiation_rules as differentiation_rules
 from ._batch_last import batch_last as batch_last
 from ._batching import batched as batched
 from ._batching import device_put_batched as device_put_batched

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 from jax import lax
+from jax.custom_derivatives import SymbolicZero
 from jax.extend import core as jex_core
 
 _ELEMENTWISE = frozenset(
@@ -200,12 +201,45 @@ def _rule(eqn, ins, B: int) -> list:
             return one(bind(_full(xs[0], bs[0], B), xs[1], _full(xs[2], bs[2], B), **p))
     if name == "dot_general":
         return one(_dot_general(eqn, ins, B))
+    if name == "custom_jvp_call":
+        return _custom_jvp_call(eqn, ins, B)
     if name in ("jit", "pjit", "closed_call", "core_call"):
         sub = p.get("jaxpr", p.get("call_jaxpr"))
         inner = getattr(sub, "jaxpr", sub)
         consts = getattr(sub, "consts", ())
         return _eval(inner, consts, ins, B)
     return _fallback(eqn, ins)
+
+
+def _custom_jvp_call(eqn, ins, B: int) -> list:
+    """A `jax.custom_jvp` function (jointdyn's `aba` rule, …) with the batch axis last: a new
+    `custom_jvp` whose primal evaluates the call's jaxpr batch-last and whose rule evaluates
+    the original rule's jaxpr batch-last, so the rule is used by an outer `jvp`/`grad`. Every
+    output is batched; symbolic-zero tangents stay symbolic for the original rule."""
+    call, nc = eqn.params["call_jaxpr"], eqn.params["num_consts"]
+    jvp_jaxpr_fun = eqn.params["jvp_jaxpr_fun"]
+    bs = [b for _, b in ins]
+    n_out = len(eqn.outvars)
+
+    def primal(*xs):
+        outs = _eval(call.jaxpr, call.consts, list(zip(xs, bs, strict=True)), B)
+        return [_full(o, b, B) for o, b in outs]
+
+    def rule(primals, tangents):
+        zeros = [isinstance(t, SymbolicZero) for t in tangents[nc:]]
+        jaxpr, consts, out_zeros = jvp_jaxpr_fun.call_wrapped(*zeros)
+        args = list(zip(primals[nc:], bs[nc:], strict=True))
+        args += [(t, b) for t, b, z in zip(tangents[nc:], bs[nc:], zeros, strict=True) if not z]
+        outs = [_full(o, b, B) for o, b in _eval(jaxpr, consts, args, B)]
+        out, nz = outs[:n_out], iter(outs[n_out:])
+        dout = [
+            jax.numpy.zeros_like(o) if z else next(nz) for o, z in zip(out, out_zeros, strict=True)
+        ]
+        return out, dout
+
+    fn = jax.custom_jvp(primal)
+    fn.defjvp(rule, symbolic_zeros=True)
+    return [(o, True) for o in fn(*[x for x, _ in ins])]
 
 
 def _zero_like(index):

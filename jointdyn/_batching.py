@@ -125,7 +125,7 @@ def _chunks_batch_last(fn: Callable, args: tuple, axes: tuple, size: int):
     def one(xs):
         return batch_last(fn, last_axes)(*_fill(args, axes, xs))
 
-    return jax.tree.map(join, jax.lax.map(one, mapped))
+    return jax.tree.map(join, jax.lax.map(jax.checkpoint(one), mapped))
 
 
 def _fill(args: tuple, axes: tuple, mapped) -> list:

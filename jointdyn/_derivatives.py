@@ -228,7 +228,7 @@ def aba_derivatives(
     p, t, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
     vdot = _aba_sweep(p, fac, pA0, c, tau, a0)
     dtau_dq, dtau_dv = _rnea_derivatives(model, p, t, q, v, vdot, f_ext)
-    nv, nb, dtype = model.nv, model.nbodies, vdot.dtype
-    solve = lambda b: _aba_sweep(p, fac, jnp.zeros((nb, 6), dtype), None, b, jnp.zeros(6, dtype))  # noqa: E731
+    nv, dtype = model.nv, vdot.dtype
+    solve = lambda b: _aba_sweep(p, fac, None, None, b, None)  # noqa: E731
     M_inv = jax.vmap(solve, out_axes=1)(jnp.eye(nv, dtype=dtype))  # column k: M⁻¹ e_k
     return ABADerivatives(vdot, -M_inv @ dtau_dq, -M_inv @ dtau_dv, M_inv)

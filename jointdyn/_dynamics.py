@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._autodiff import is_zero, partial_jvp, rules_enabled
 from ._kinematics import (
     JointTerms,
     WorldInertia,
@@ -72,6 +74,10 @@ def rnea(
     """
     _check_sizes(model, q=q, v=v, vdot=vdot)
     model = astype(model, _dtype(q, v, vdot, f_ext))
+    return _rnea(model, q, v, vdot, f_ext)
+
+
+def _rnea(model: Model, q: Array, v: Array, vdot: Array, f_ext: Array | None) -> Array:
     p = plan(model)
     t = joint_terms(model, q, v)
     return hinge_transpose_times(p, t.S, _rnea_forward(model, p, t, vdot, f_ext).F)
@@ -162,11 +168,55 @@ def aba(
     Bodies of one level are processed together, one subset per joint nv (no padding). The
     inertia half of the up pass depends on q alone (`_articulated_inertias`); the rest is linear
     in `(p^A, c, tau, a₀)` (`_aba_sweep`), so `aba_derivatives` reuses the first to apply `M⁻¹`.
+
+    **Derivatives** (`jax.jvp`, `jax.grad`, …) use a rule, not the recursion (see `_aba_jvp`):
+
+        δv̇ = M⁻¹ (δtau − δRNEA(θ, q, v, v̇, f_ext)|_{v̇ fixed})
     """
     _check_sizes(model, q=q, v=v, tau=tau)
     model = astype(model, _dtype(q, v, tau, f_ext))
+    if rules_enabled():
+        return _aba_rule(model, q, v, tau, f_ext)
+    return _aba(model, q, v, tau, f_ext)
+
+
+def _aba(model: Model, q: Array, v: Array, tau: Array, f_ext: Array | None) -> Array:
     p, _, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
     return _aba_sweep(p, fac, pA0, c, tau, a0)
+
+
+_aba_rule = jax.custom_jvp(_aba)
+
+
+def _aba_jvp(primals, tangents):
+    """ABA's tangent from `RNEA(θ, q, v, ABA(θ, q, v, tau, f), f) = tau`:
+
+        δv̇ = M⁻¹ (δtau − ∂RNEA/∂(θ, q, v, f) · (δθ, δq, δv, δf))     at v̇ = ABA(…)
+
+    `M⁻¹` is ABA's own linear sweep (`_aba_sweep` with the articulated inertias of the primal
+    call, bias terms zero), and the RNEA term is the tangent of RNEA (no recursion: sums over
+    the ancestor matrix) along the inputs whose tangent is not a symbolic zero. Every input is
+    covered at once, model parameters included; reverse mode transposes this linear map
+    (the sweep runs backwards, RNEA's tangent is transposed). `custom_jvp` rather than
+    `custom_vjp`, because one rule then serves `jvp`, `jacfwd`, `grad` and `vmap`, and the rule
+    is itself differentiable (plain JAX code), so higher derivatives stay correct.
+    """
+    model, q, v, tau, f_ext = primals
+    dmodel, dq, dv, dtau, df = tangents
+    p, _, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
+    vdot = _aba_sweep(p, fac, pA0, c, tau, a0)
+    rhs = None if is_zero(dtau) else dtau
+    dr = partial_jvp(
+        lambda m, q, v, f: _rnea(m, q, v, vdot, f), (model, q, v, f_ext), (dmodel, dq, dv, df)
+    )
+    if dr is not None:
+        rhs = -dr if rhs is None else rhs - dr
+    if rhs is None:
+        return vdot, jnp.zeros_like(vdot)
+    return vdot, _aba_sweep(p, fac, None, None, rhs, None)
+
+
+_aba_rule.defjvp(_aba_jvp, symbolic_zeros=True)
 
 
 def _aba_setup(model: Model, q: Array, v: Array, f_ext: Array | None):
@@ -228,11 +278,11 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array) -> list[list[_AbaSubset]
     return fac
 
 
-def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Array:
+def _aba_sweep(p, fac, pA0: Array | None, c: Array | None, tau: Array, a0: Array | None) -> Array:
     """The part of ABA linear in `(p^A₀, c, tau, a₀)`, given `_articulated_inertias`: the bias
-    forces up the tree, then the accelerations down. `c = None` means zero. With `p^A₀ = 0`,
-    `c = 0`, `a₀ = 0` it is the linear solve `M(q)⁻¹ tau`."""
-    dtype = pA0.dtype
+    forces up the tree, then the accelerations down. `None` for `p^A₀`, `c` or `a₀` means zero;
+    with all three None it is the linear solve `M(q)⁻¹ tau`."""
+    dtype = tau.dtype
     L = len(p.levels)
     acc: list = [None] * L  # children's p^a summed per level
     us: list = [None] * L
@@ -241,9 +291,11 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
     tau = take(tau, p.level_dofs)
     for li in range(L - 1, -1, -1):
         lv = p.levels[li]
-        pA = take(pA0, lv.rows)
-        if acc[li] is not None:
-            pA = add(pA, acc[li])
+        pA = acc[li]
+        if pA0 is not None:
+            pA = take(pA0, lv.rows) if pA is None else add(take(pA0, lv.rows), pA)
+        if pA is None:
+            pA = jnp.zeros((len(lv.bodies), 6), dtype)
         parts, us[li] = [], []
         for s, f in zip(lv.subsets, fac[li], strict=True):
             pAs = take(pA, s.level_pos)
@@ -264,7 +316,12 @@ def _aba_sweep(p, fac, pA0: Array, c: Array | None, tau: Array, a0: Array) -> Ar
     a_prev = None
     for li, lv in enumerate(p.levels):
         n = len(lv.bodies)
-        a = jnp.broadcast_to(a0, (n, 6)) if a_prev is None else gather(a_prev, lv.parent_pos)
+        if a_prev is not None:
+            a = gather(a_prev, lv.parent_pos)
+        elif a0 is not None:
+            a = jnp.broadcast_to(a0, (n, 6))
+        else:
+            a = jnp.zeros((n, 6), dtype)
         if c is not None:
             a = add(a, take(c, lv.rows))
         da = []

@@ -204,11 +204,16 @@ class WorldInertia(eqx.Module):
 
 
 def world_inertias(model: Model, X_WB: Transform) -> WorldInertia:
-    """Body inertias about the world origin, world axes."""
+    """Body inertias about the world origin, world axes.
+
+    Only the symmetric part of each rotational inertia is used, `(I + Iᵀ)/2` (equal to `I` for
+    every valid inertia), so that derivatives with respect to it are symmetric and the same
+    whichever algorithm (RNEA, ABA, CRBA) they are taken through."""
     I = model.inertias
     m = I.mass
     c = X_WB.apply(I.com)
-    I_C = matmul(matmul(X_WB.R, I.inertia), jnp.swapaxes(X_WB.R, -1, -2))
+    I_B = 0.5 * (I.inertia + jnp.swapaxes(I.inertia, -1, -2))
+    I_C = matmul(matmul(X_WB.R, I_B), jnp.swapaxes(X_WB.R, -1, -2))
     eye = jnp.eye(3, dtype=c.dtype)
     cc = sub(
         mul(jnp.sum(mul(c, c), -1)[..., None, None], eye), mul(c[..., :, None], c[..., None, :])
