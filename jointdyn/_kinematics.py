@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._autodiff import rules_enabled
 from ._linalg import add, cross, matmul, matvec, mul, rmatvec, sub
 from ._misc import accepts_packed, astype, jit_unless_traced
 from ._model import Model
@@ -72,7 +73,7 @@ def _from_rp(T: Array) -> Transform:
     return Transform(T[..., :3], T[..., 3])
 
 
-def _poses(p: Plan, X_PF: Transform, X_FB: Transform) -> tuple[Transform, Transform]:
+def _poses_by_level(p: Plan, X_PF: Transform, X_FB: Transform) -> tuple[Transform, Transform]:
     """`X_WB = X_WP · X_PF · X_FB` by depth level, the parents' `X_WP` read from the level above;
     then `X_WF = X_WP · X_PF` for every body at once. Returns `(X_WF, X_WB)` in body order.
 
@@ -108,6 +109,50 @@ def _poses(p: Plan, X_PF: Transform, X_FB: Transform) -> tuple[Transform, Transf
     return take(X_WF, p.level_body_inv), X_WB
 
 
+_poses = jax.custom_jvp(_poses_by_level, nondiff_argnums=(0,))
+_poses.__doc__ = """`_poses_by_level` with a closed-form tangent (`_poses_jvp`): no AD of the level loop."""
+
+
+@_poses.defjvp
+def _poses_jvp(p: Plan, primals, tangents):
+    """Tangent of the poses without the level loop. A pose tangent is written in world form,
+    `δR = G R`, `δp = G p + t` (`G` any 3×3: exact for every δR, rotations or not), and these
+    pairs compose additively along a chain: for `X_WC = X_WA X_AC`,
+
+        (G, t)_WC = (G, t)_WA + (R_WA G_AC R_WAᵀ,  R_WA t_AC − R_WA G_AC R_WAᵀ p_WA)
+
+    with `G_AC = δR_AC R_ACᵀ`, `t_AC = δp_AC − G_AC p_AC`. So the world tangent of every body
+    is the sum, over its ancestors and itself, of its joint's two local terms (from `X_PF` and
+    from `X_FB`): one product with the ancestor matrix, as for velocities (`V = Aᵀ vJ`).
+    """
+    X_PF, X_FB = primals
+    dPF, dFB = tangents
+    X_WF, X_WB = _poses(p, X_PF, X_FB)
+    dtype = X_WB.p.dtype
+    nb = len(p.parents)
+    # parents' poses, the identity for bodies on the world
+    eye = Transform(jnp.eye(3, dtype=dtype)[None], jnp.zeros((1, 3), dtype))
+    X_Wλ = take(concat([X_WB, eye]), np.where(p.parents < 0, nb, p.parents))
+
+    def world(X_WA: Transform, X_AC: Transform, dX_AC: Transform):
+        G = matmul(dX_AC.R, jnp.swapaxes(X_AC.R, -1, -2))
+        t = dX_AC.p - matvec(G, X_AC.p)
+        Gw = matmul(matmul(X_WA.R, G), jnp.swapaxes(X_WA.R, -1, -2))
+        return Gw, matvec(X_WA.R, t) - matvec(Gw, X_WA.p)
+
+    Ga, ta = world(X_Wλ, X_PF, dPF)
+    Gb, tb = world(X_WF, X_FB, dFB)
+    inc = jnp.concatenate([(Ga + Gb).reshape(nb, 9), ta + tb], -1)
+    tot = jnp.asarray(p.ancestor, dtype).T @ inc  # Σ over ancestors and self
+    G_WB, t_WB = tot[:, :9].reshape(nb, 3, 3), tot[:, 9:]
+    G_WF, t_WF = G_WB - Gb, t_WB - tb
+
+    def tangent(X: Transform, G, t) -> Transform:
+        return Transform(matmul(G, X.R), matvec(G, X.p) + t)
+
+    return (X_WF, X_WB), (tangent(X_WF, G_WF, t_WF), tangent(X_WB, G_WB, t_WB))
+
+
 def _local_terms(j, qj, vj=None):
     """One joint: `X_FM`, `H_FM` and (with v) `V_FM` and the spatial velocity-product term
     `Ḣ v − [0; w × v_Mo]` (classical to spatial relative acceleration), all in F at Mo."""
@@ -126,7 +171,8 @@ def joint_terms(model: Model, q: Array, v: Array | None = None) -> JointTerms:
     p = plan(model)
     outs = map_groups(model, _local_terms, q=q, v=v)
     X_FM = take(concat([o[0] for o in outs]), p.group_body_inv)
-    X_WF, X_WB = _poses(p, model.X_PF, X_FM @ model.X_BM.inverse())
+    poses = _poses if rules_enabled() else _poses_by_level
+    X_WF, X_WB = poses(p, model.X_PF, X_FM @ model.X_BM.inverse())
     R_WF = X_WF.R
     p_WM = X_WF.apply(X_FM.p)
     S = []

@@ -108,6 +108,7 @@ class Plan:
     dof_body: np.ndarray  # (nv,) body of each DOF
     ancestor: np.ndarray  # (nb, nb): [k, i] = 1 if k is i or an ancestor of i
     dof_ancestor: np.ndarray  # (nv, nv): [k, l] = 1 if body(k) is body(l) or an ancestor
+    parents: np.ndarray  # (nb,) parent body of each body, -1 for the world
 
 
 def plan(model: Model) -> Plan:
@@ -256,6 +257,7 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
         dof_body=dof_body,
         ancestor=ancestor,
         dof_ancestor=dof_ancestor,
+        parents=np.asarray(topo.parents, np.int64),
     )
 
 

@@ -1,0 +1,186 @@
+"""Gradients against forward passes, side by side in one run (the gradients issue's targets).
+
+For each robot, float64, batch `--batch` (4096), the batch split over `--cpu-devices` XLA CPU
+devices (2: one per core), every function compiled with `jd.jit`:
+
+- **forward** `jd.batched(alg)` and **gradient** `jax.grad` of `sum(batched(alg)(model, q, v,
+  u)**2)` with respect to `(model, q, v, u)` (`u` = tau for ABA, vdot for RNEA), µs per
+  sample, and their **paired ratio** (the two timed back to back in rounds; median of the
+  per-round ratios: the machine's speed drifts, a ratio inside one round does not);
+- the **cold compile** (trace + lower + XLA) of the jitted forward and gradient;
+- `jax.jacfwd(aba, argnums=(1, 2, 3))` under `jd.batched` against `jd.aba_derivatives`
+  (the analytic derivatives), per sample, paired ratio;
+- with `--generic`, the same gradient with `jd.differentiation_rules(False)` (op-by-op AD of
+  the recursion), for the record of what the rules save.
+
+    python benchmarks/gradients.py --robots panda,g1,talos
+    python benchmarks/gradients.py --robots panda --batch 256 --rounds 3   # smoke run
+
+Writes `benchmarks/results/gradients-<date>.md` (and prints it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _parse() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--robots", default="panda,g1,talos")
+    ap.add_argument("--batch", type=int, default=4096)
+    ap.add_argument("--cpu-devices", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=7, help="paired rounds per ratio")
+    ap.add_argument("--algorithms", default="aba,rnea")
+    ap.add_argument("--no-jacfwd", action="store_true")
+    ap.add_argument("--generic", action="store_true", help="also time rules-off gradients")
+    ap.add_argument("--no-write", action="store_true")
+    return ap.parse_args()
+
+
+ARGS = _parse() if __name__ == "__main__" else None
+if ARGS is not None and ARGS.cpu_devices > 1:
+    flag = f"--xla_force_host_platform_device_count={ARGS.cpu_devices}"
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+sys.path.insert(0, str(HERE))
+
+import jointdyn as jd  # noqa: E402
+from _timing import _block, _calls_lasting  # noqa: E402
+from run import ROBOTS, ROBOTS_DIR  # noqa: E402
+
+
+def load(name: str):
+    import warnings
+
+    rel, floating = ROBOTS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # panda's mimic finger joint
+        return jd.load_urdf(str(ROBOTS_DIR / rel), floating_base=floating)
+
+
+def states(model, batch: int, seed: int = 0):
+    keys = jax.random.split(jax.random.key(seed), batch)
+    q = jax.vmap(model.random_configuration)(keys).astype(jnp.float64)
+    rng = np.random.default_rng(seed)
+    v, u = (jnp.asarray(rng.normal(size=(batch, model.nv))) for _ in range(2))
+    return jd.device_put_batched((jd.astype(model, jnp.float64), q, v, u), (None, 0, 0, 0))
+
+
+def compiled(fn, args):
+    """(executable, cold compile seconds: trace + lower + XLA)."""
+    t0 = time.perf_counter()
+    exe = jd.jit(fn).lower(*args).compile()
+    return exe, time.perf_counter() - t0
+
+
+def paired(f, g, rounds: int) -> tuple[float, float, float]:
+    """(s per call of f, of g, median over rounds of the per-round ratio g/f); each side of a
+    round is ~50 ms of back-to-back calls after one untimed call."""
+    nf = _calls_lasting(0.05, min(_block(f), _block(f)))
+    ng = _calls_lasting(0.05, min(_block(g), _block(g)))
+    tf, tg, ratios = [], [], []
+    for r in range(rounds):
+        pair = []
+        for fn, n in ((f, nf), (g, ng)) if r % 2 == 0 else ((g, ng), (f, nf)):
+            fn()
+            pair.append((fn, _block(fn, n)))
+        a = dict(pair)[f]
+        b = dict(pair)[g]
+        tf.append(a)
+        tg.append(b)
+        ratios.append(b / a)
+    return float(np.median(tf)), float(np.median(tg)), float(np.median(ratios))
+
+
+def blocking(exe, args):
+    return lambda: jax.block_until_ready(exe(*args))
+
+
+def loss_grad(alg: str):
+    fb = jd.batched(getattr(jd, alg), (None, 0, 0, 0))
+
+    def loss(model, q, v, u):
+        return jnp.sum(fb(model, q, v, u) ** 2)
+
+    return fb, jax.grad(loss, argnums=(0, 1, 2, 3))
+
+
+def bench(name: str, a: argparse.Namespace) -> list[list]:
+    model = load(name)
+    args = states(model, a.batch)
+    B = a.batch
+    rows = []
+    for alg in a.algorithms.split(","):
+        fb, g = loss_grad(alg)
+        fwd, c_fwd = compiled(fb, args)
+        grad, c_grad = compiled(g, args)
+        tf, tg, ratio = paired(blocking(fwd, args), blocking(grad, args), a.rounds)
+        row = [name, model.nv, alg, tf / B * 1e6, tg / B * 1e6, ratio, c_fwd, c_grad]
+        if a.generic:
+            with jd.differentiation_rules(False):
+                _, g0 = loss_grad(alg)
+                gen, c_gen = compiled(g0, args)
+            _, t0, r0 = paired(blocking(fwd, args), blocking(gen, args), max(3, a.rounds // 2))
+            row += [t0 / B * 1e6, r0, c_gen]
+        rows.append(row)
+        print(fmt(row), flush=True)
+    if not a.no_jacfwd:
+        jf = jd.batched(jax.jacfwd(jd.aba, argnums=(1, 2, 3)), (None, 0, 0, 0))
+        ad = jd.batched(jd.aba_derivatives, (None, 0, 0, 0))
+        e_jf, c_jf = compiled(jf, args)
+        e_ad, c_ad = compiled(ad, args)
+        out_jf, out_ad = e_jf(*args), e_ad(*args)
+        err = float(jnp.max(jnp.abs(out_jf[1] - out_ad.dvdot_dv)))
+        t_ad, t_jf, r = paired(blocking(e_ad, args), blocking(e_jf, args), a.rounds)
+        row = [name, model.nv, "jacfwd(aba) / aba_derivatives", t_ad / B * 1e6, t_jf / B * 1e6]
+        rows.append(row + [r, c_ad, c_jf, err])
+        print(fmt(rows[-1]), flush=True)
+    return rows
+
+
+def fmt(row) -> str:
+    return " | ".join(f"{x:.3g}" if isinstance(x, float) else str(x) for x in row)
+
+
+def main() -> None:
+    a = ARGS
+    print(f"jax {jax.__version__}, devices {jax.devices()}, batch {a.batch}, float64")
+    rows = []
+    for name in a.robots.split(","):
+        rows += bench(name, a)
+    head = (
+        "| robot | nv | what | forward µs/sample | gradient µs/sample | paired ratio "
+        "| forward compile s | gradient compile s |"
+    )
+    if a.generic:
+        head += " rules off: gradient µs | ratio | compile s |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        lines.append("| " + " | ".join(f"{x:.3g}" if isinstance(x, float) else str(x) for x in r) + " |")
+    text = (
+        f"# Gradients, {time.strftime('%Y-%m-%d %H:%M')}\n\n"
+        f"jax {jax.__version__}, {len(jax.devices())} CPU devices, batch {a.batch}, float64. "
+        "Rows 'jacfwd(aba) / aba_derivatives': forward = `jd.aba_derivatives`, gradient = "
+        "`jax.jacfwd(jd.aba, argnums=(1, 2, 3))`, both under `jd.batched`; the last column is "
+        "their largest difference in ∂v̇/∂v.\n\n" + "\n".join(lines) + "\n"
+    )
+    print(text)
+    if not a.no_write:
+        out = HERE / "results" / f"gradients-{time.strftime('%Y-%m-%d-%H%M')}.md"
+        out.write_text(text)
+        print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
