@@ -55,9 +55,10 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 sys.path.insert(0, str(HERE))
 
-import jointdyn as jd  # noqa: E402
 from _timing import _block, _calls_lasting  # noqa: E402
 from run import ROBOTS, ROBOTS_DIR  # noqa: E402
+
+import jointdyn as jd  # noqa: E402
 
 
 def load(name: str):
@@ -167,7 +168,9 @@ def main() -> None:
         head += " rules off: gradient µs | ratio | compile s |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        lines.append("| " + " | ".join(f"{x:.3g}" if isinstance(x, float) else str(x) for x in r) + " |")
+        lines.append(
+            "| " + " | ".join(f"{x:.3g}" if isinstance(x, float) else str(x) for x in r) + " |"
+        )
     text = (
         f"# Gradients, {time.strftime('%Y-%m-%d %H:%M')}\n\n"
         f"jax {jax.__version__}, {len(jax.devices())} CPU devices, batch {a.batch}, float64. "

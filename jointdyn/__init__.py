@@ -140,4 +140,5 @@ from ._model import ModelBuilder as ModelBuilder
 from ._model import Topology as Topology
 from ._packed import PackedModel as PackedModel
 from ._packed import pack as pack
+from ._scan import checkpointed_scan as checkpointed_scan
 from ._urdf import load_urdf as load_urdf
