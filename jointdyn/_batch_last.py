@@ -203,6 +203,8 @@ def _rule(eqn, ins, B: int) -> list:
         return one(_dot_general(eqn, ins, B))
     if name == "custom_jvp_call":
         return _custom_jvp_call(eqn, ins, B)
+    if name == "custom_linear_solve":
+        return _custom_linear_solve(eqn, ins, B)
     if name in ("jit", "pjit", "closed_call", "core_call"):
         sub = p.get("jaxpr", p.get("call_jaxpr"))
         inner = getattr(sub, "jaxpr", sub)
@@ -240,6 +242,35 @@ def _custom_jvp_call(eqn, ins, B: int) -> list:
     fn = jax.custom_jvp(primal)
     fn.defjvp(rule, symbolic_zeros=True)
     return [(o, True) for o in fn(*[x for x, _ in ins])]
+
+
+def _custom_linear_solve(eqn, ins, B: int) -> list:
+    """`lax.custom_linear_solve` (ABA's `M⁻¹` in its rule) with the batch axis last: the
+    primitive bound again with its four jaxprs (matvec, vecmat, solve, transpose solve)
+    traced batch-last, so that JAX's own rules (the transpose is the transpose solve, not the
+    solve's ops transposed) keep working on the result."""
+    lengths, jaxprs = eqn.params["const_lengths"], eqn.params["jaxprs"]
+    n_consts = sum(lengths)
+    consts, rhs = ins[:n_consts], [_full(x, b, B) for x, b in ins[n_consts:]]
+    specs = [jax.ShapeDtypeStruct(np.shape(x), jax.numpy.result_type(x)) for x in rhs]
+    new, start = [], 0
+    for jx, n in zip(jaxprs, lengths, strict=True):
+        cs, start = consts[start : start + n], start + n
+        if jx is None:
+            new.append(None)
+            continue
+
+        def fn(*args, jx=jx, bs=tuple(b for _, b in cs)):
+            pairs = list(zip(args[: len(bs)], bs, strict=True))
+            pairs += [(x, True) for x in args[len(bs) :]]
+            return [_full(o, b, B) for o, b in _eval(jx.jaxpr, jx.consts, pairs, B)]
+
+        cspecs = [jax.ShapeDtypeStruct(np.shape(x), jax.numpy.result_type(x)) for x, _ in cs]
+        new.append(jax.make_jaxpr(fn)(*cspecs, *specs))
+    out = eqn.primitive.bind(
+        *[x for x, _ in consts], *rhs, const_lengths=lengths, jaxprs=type(jaxprs)(*new)
+    )
+    return [(o, True) for o in out]
 
 
 def _zero_like(index):

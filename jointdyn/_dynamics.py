@@ -203,7 +203,7 @@ def _aba_jvp(primals, tangents):
     """
     model, q, v, tau, f_ext = primals
     dmodel, dq, dv, dtau, df = tangents
-    p, _, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
+    p, t, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
     vdot = _aba_sweep(p, fac, pA0, c, tau, a0)
     rhs = None if is_zero(dtau) else dtau
     dr = partial_jvp(
@@ -213,7 +213,21 @@ def _aba_jvp(primals, tangents):
         rhs = -dr if rhs is None else rhs - dr
     if rhs is None:
         return vdot, jnp.zeros_like(vdot)
-    return vdot, _aba_sweep(p, fac, None, None, rhs, None)
+    I = world_inertias(model, t.X_WB)
+    dvdot = jax.lax.custom_linear_solve(
+        lambda x: _mass_times(p, t, I, x),
+        rhs,
+        lambda _, b: _aba_sweep(p, fac, None, None, b, None),
+        symmetric=True,
+    )
+    return vdot, dvdot
+
+
+def _mass_times(p, t: JointTerms, I: WorldInertia, x: Array) -> Array:
+    """`M(q) x = Sᵀ A (I Aᵀ S x)` (RNEA's sums with `v = 0`, no gravity), the matrix that
+    `M⁻¹` inverts in ABA's rule (`lax.custom_linear_solve` differentiates through it)."""
+    anc = jnp.asarray(p.ancestor, x.dtype)
+    return hinge_transpose_times(p, t.S, anc @ I.apply(anc.T @ hinge_times(p, t.S, x)))
 
 
 _aba_rule.defjvp(_aba_jvp, symbolic_zeros=True)

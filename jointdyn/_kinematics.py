@@ -24,7 +24,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._autodiff import rules_enabled
-from ._linalg import add, cross, matmul, matvec, mul, rmatvec, sub
+from ._linalg import add, cross, inverse3, matmul, matvec, mul, rmatvec, sub
 from ._misc import accepts_packed, astype, jit_unless_traced
 from ._model import Model
 from ._spatial import Transform, motion_cross, skew
@@ -110,18 +110,23 @@ def _poses_by_level(p: Plan, X_PF: Transform, X_FB: Transform) -> tuple[Transfor
 
 
 _poses = jax.custom_jvp(_poses_by_level, nondiff_argnums=(0,))
-_poses.__doc__ = """`_poses_by_level` with a closed-form tangent (`_poses_jvp`): no AD of the level loop."""
+_poses.__doc__ = (
+    """`_poses_by_level` with a closed-form tangent (`_poses_jvp`): no AD of the level loop."""
+)
 
 
 @_poses.defjvp
 def _poses_jvp(p: Plan, primals, tangents):
     """Tangent of the poses without the level loop. A pose tangent is written in world form,
-    `δR = G R`, `δp = G p + t` (`G` any 3×3: exact for every δR, rotations or not), and these
+    `δR = G R`, `δp = G p + t` (`G` any 3×3: exact for every δR and every invertible R), and these
     pairs compose additively along a chain: for `X_WC = X_WA X_AC`,
 
-        (G, t)_WC = (G, t)_WA + (R_WA G_AC R_WAᵀ,  R_WA t_AC − R_WA G_AC R_WAᵀ p_WA)
+        (G, t)_WC = (G, t)_WA + (R_WA G_AC R_WA⁻¹,  R_WA t_AC − R_WA G_AC R_WA⁻¹ p_WA)
 
-    with `G_AC = δR_AC R_ACᵀ`, `t_AC = δp_AC − G_AC p_AC`. So the world tangent of every body
+    with `G_AC = δR_AC R_AC⁻¹`, `t_AC = δp_AC − G_AC p_AC`. `R⁻¹` is the true inverse
+    (`inverse3`), not `Rᵀ`: equal in value, but only the inverse keeps this tangent exact off
+    the rotations, so that its own derivative (second order, e.g. `jax.hessian` in raw
+    quaternion or `X_PF.R` directions) is right too. So the world tangent of every body
     is the sum, over its ancestors and itself, of its joint's two local terms (from `X_PF` and
     from `X_FB`): one product with the ancestor matrix, as for velocities (`V = Aᵀ vJ`).
     """
@@ -135,9 +140,9 @@ def _poses_jvp(p: Plan, primals, tangents):
     X_Wλ = take(concat([X_WB, eye]), np.where(p.parents < 0, nb, p.parents))
 
     def world(X_WA: Transform, X_AC: Transform, dX_AC: Transform):
-        G = matmul(dX_AC.R, jnp.swapaxes(X_AC.R, -1, -2))
+        G = matmul(dX_AC.R, inverse3(X_AC.R))
         t = dX_AC.p - matvec(G, X_AC.p)
-        Gw = matmul(matmul(X_WA.R, G), jnp.swapaxes(X_WA.R, -1, -2))
+        Gw = matmul(matmul(X_WA.R, G), inverse3(X_WA.R))
         return Gw, matvec(X_WA.R, t) - matvec(Gw, X_WA.p)
 
     Ga, ta = world(X_Wλ, X_PF, dPF)

@@ -54,7 +54,8 @@ def test_device_put_batched_one_device(batch):
 
 
 def test_batched_shards_over_devices():
-    """Run in a subprocess with two CPU devices: sharded `batched` equals `vmap`."""
+    """Run in a subprocess with two CPU devices: sharded `batched` equals `vmap` (values and
+    gradients)."""
     import os
     import subprocess
     import sys
@@ -82,6 +83,14 @@ def test_batched_shards_over_devices():
         assert all(len(x.sharding.device_set) == 2 and x.sharding.is_fully_replicated
                    for x in jax.tree.leaves(pm))
         np.testing.assert_allclose(f(pm, pq, pv, pv), ref, rtol=1e-10, atol=1e-10)
+        # gradients through the split (aba's rule, reverse mode per device) equal vmap's
+        def grad_of(fn):
+            loss = lambda m, q, v: jnp.sum(jnp.sin(fn(m, q, v, v)))
+            return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(m, q, v)
+        g_ref = grad_of(jax.vmap(jd.aba, (None, 0, 0, 0)))
+        g = grad_of(jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=4))
+        for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_ref)):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * np.abs(b).max())
         odd = jd.device_put_batched((m, q[:7]), (None, 0))  # 7 does not split over 2: unchanged
         assert odd[1] is not None and len(odd[1].sharding.device_set) == 1
         # aba_derivatives on ~40 DOFs: must not call LAPACK (OpenBLAS from two device threads

@@ -1,0 +1,660 @@
+"""Differentiation rules (`jax.custom_jvp`, e.g. `aba`'s) against generic autodiff and finite
+differences.
+
+The functions under test are `FUNCTIONS` (extend it when a rule is added). For each:
+
+1. rules on (`jax.grad` of a scalar loss with respect to the model, `q`, `v`, `tau`/`vdot` and
+   `f_ext`, every leaf, and `jax.jacfwd` in `(q, v, tau)`) against the same function traced
+   with `jd.differentiation_rules(False)` (op-by-op autodiff), to 1e-10 in float64, on a random
+   tree with every joint class and on real robots;
+2. `jax.jvp` (rules on) against central finite differences along random directions of every
+   input: `q` along the manifold (`model.integrate(q, e δ)`), each model leaf, `v`, `tau`,
+   `f_ext`;
+3. no NaN or inf in any gradient at the neutral configuration and at joint limits;
+4. `jax.hessian` through `aba` against finite differences of `jax.grad` and the rules-off one;
+5. composition with `jit(vmap)`, `jd.batched` (both layouts), `jd.batch_last`, a `lax.scan`
+   rollout, float32, and no `batch_last` fallback for the rule;
+6. `jd.batched` split over two devices: in `test_batching.test_batched_shards_over_devices`
+   (a subprocess with two CPU devices).
+
+Compiling gradients of the dynamics takes seconds, so every program is compiled once (module
+caches, fresh closures traced inside the rules switch: a function object traced before keeps
+its trace whatever the switch says) at XLA's lowest backend optimisation level (numbers are
+the same program's; only the compile is faster), and a function whose `jax.jvp` traces to the
+same program with rules on and off has no active rule: its comparison is then true by identity
+and is not compiled.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from robots import load_jointdyn
+from trees import random_inertia, random_tree
+
+import jointdyn as jd
+import jointdyn._batch_last as bl
+
+jax.config.update("jax_enable_x64", True)
+
+#: (name, function, name of its third argument or None when it takes `(model, q)` only).
+FUNCTIONS = [
+    ("aba", jd.aba, "tau"),
+    ("forward_dynamics", jd.forward_dynamics, "tau"),
+    ("rnea", jd.rnea, "vdot"),
+    ("crba", jd.crba, None),
+]
+FN = {name: (fn, u) for name, fn, u in FUNCTIONS}
+#: "tree": a floating random tree of 14 bodies, one joint of every class; the rest are
+#: example-robot-data robots (skipped when it is not installed).
+MODELS = ["tree", "panda", "solo12", "ur5"]
+#: Functions with a rule that the finite-difference, NaN and hessian tests are about.
+WITH_RULES = ["aba", "forward_dynamics"]
+
+
+# --------------------------------------------------------------------------------------------
+# set-up: models with passive forces, well-conditioned states, compiled programs
+
+
+@functools.cache
+def _options() -> dict:
+    """`jd.compiler_options()` with XLA's backend optimisation off (compiles ~2x faster)."""
+    opts = {**jd.compiler_options(), "xla_backend_optimization_level": 0}
+    try:
+        jax.jit(lambda x: x + 1).lower(1.0).compile(opts)
+    except Exception:  # noqa: BLE001 - an XLA without the option: its defaults
+        return jd.compiler_options()
+    return opts
+
+
+def _compile(fn, args, rules: bool = True):
+    """`jax.jit(fn)` compiled for `args`, traced with the rules on or off. `fn` must be a
+    fresh function object (a function traced before keeps its cached trace)."""
+    with jd.differentiation_rules(rules):
+        lowered = jax.jit(fn).lower(*args)
+    return lowered.compile(_options())
+
+
+def _call(name, model, q, v, u, f):
+    fn, kind = FN[name]
+    return fn(model, q) if kind is None else fn(model, q, v, u, f)
+
+
+def _limitable(joint) -> np.ndarray:
+    """Which coordinates of `joint` can carry position limits (not quaternions, `[cos, sin]`)."""
+    if isinstance(joint, jd.Composite):
+        return np.concatenate([_limitable(j) for j in joint.joints])
+    if isinstance(joint, jd.Ball | jd.RevoluteUnbounded):
+        return np.zeros(joint.nq, bool)
+    if isinstance(joint, jd.Free):
+        return np.arange(7) >= 4
+    return np.ones(joint.nq, bool)
+
+
+def _with_passive(joint, q: np.ndarray, rng: np.random.Generator, scale: float = 1.0):
+    """`joint` with damping, friction and limit stops (their sizes times `scale`); finite
+    limits on every limitable coordinate, chosen around `q` so that some coordinates are
+    inside, some above the upper and some below the lower limit (stops engaged by at least
+    0.1: smooth for small steps)."""
+    if isinstance(joint, jd.Composite):
+        parts, o = [], 0
+        for j in joint.joints:
+            parts.append(_with_passive(j, q[o : o + j.nq], rng, scale))
+            o += j.nq
+        return eqx.tree_at(lambda c: c.joints, joint, tuple(parts))
+    nq, nv = joint.nq, joint.nv
+    lower, upper = np.full(nq, -np.inf), np.full(nq, np.inf)
+    for i in np.flatnonzero(_limitable(joint)):
+        case, r = rng.integers(3), rng.uniform(0.1, 0.3)
+        if case == 0:  # inside
+            lower[i], upper[i] = q[i] - 0.5 - r, q[i] + 0.5 + r
+        elif case == 1:  # above the upper limit
+            upper[i] = q[i] - r
+            lower[i] = upper[i] - 1.0
+        else:  # below the lower limit
+            lower[i] = q[i] + r
+            upper[i] = lower[i] + 1.0
+    p = joint.params
+    params = eqx.tree_at(
+        lambda p: (
+            p.position_lower,
+            p.position_upper,
+            p.damping,
+            p.friction,
+            p.stop_stiffness,
+            p.stop_damping,
+        ),
+        p,
+        tuple(
+            jnp.asarray(x, p.damping.dtype)
+            for x in (
+                lower,
+                upper,
+                scale * rng.uniform(0.05, 0.3, nv),
+                scale * rng.uniform(0.02, 0.1, nv),
+                scale * np.where(_limitable(joint), rng.uniform(20.0, 50.0, nq), 0.0),
+                scale * np.where(_limitable(joint), rng.uniform(0.1, 0.3, nq), 0.0),
+            )
+        ),
+    )
+    return eqx.tree_at(lambda j: j.params, joint, params)
+
+
+def _random_q(model, key) -> jax.Array:
+    """`model.random_configuration`, with the middle angle of `SpaceXYZ` and `Gimbal` joints
+    within ±1.2 (away from their singularities: well-conditioned)."""
+    q = np.array(model.random_configuration(key))
+    for joint, o in zip(model.joints, model.topology.q_offsets, strict=True):
+        if isinstance(joint, jd.SpaceXYZ | jd.Gimbal):
+            q[o + 1] = np.clip(q[o + 1], -1.2, 1.2)
+    return jnp.asarray(q)
+
+
+def _build(model, seed: int, scale: float = 1.0):
+    """The model with passive forces (sizes times `scale`) around a random state, and that
+    state `(q, v, u, f_ext)`: `v ~ 0.5 N(0, 1)`, `u` (tau or vdot) and `f_ext` small."""
+    k = jax.random.split(jax.random.PRNGKey(seed), 4)
+    q = _random_q(model, k[0])
+    rng = np.random.default_rng(seed)
+    qn = np.asarray(q)
+    joints = tuple(
+        _with_passive(j, qn[o : o + j.nq], rng, scale)
+        for j, o in zip(model.joints, model.topology.q_offsets, strict=True)
+    )
+    model = eqx.tree_at(lambda m: m.joints, model, joints)
+    v = 0.5 * jax.random.normal(k[1], (model.nv,))
+    u = 0.1 * jax.random.normal(k[2], (model.nv,))
+    f = 0.1 * jax.random.normal(k[3], (model.nbodies, 6))
+    return model, (q, v, u, f)
+
+
+@functools.cache
+def _setup(model_name: str):
+    """`(model, (q, v, u, f_ext), weights)`; `weights[name]` weighs `name`'s output."""
+    if model_name == "tree":
+        model, state = _build(random_tree(0, nbodies=14), seed=1)
+    else:  # light links (solo12's feet: 38 g): small passive forces keep v̇ moderate
+        model, state = _build(load_jointdyn(model_name), seed=1, scale=0.01)
+    rng = np.random.default_rng(2)
+    nv = model.nv
+    weights = {
+        name: jnp.asarray(rng.normal(size=(nv, nv) if u is None else (nv,)))
+        for name, _, u in FUNCTIONS
+    }
+    return model, state, weights
+
+
+def _loss(name, w):
+    def loss(model, q, v, u, f):
+        return jnp.sum(jnp.sin(_call(name, model, q, v, u, f)) * w)
+
+    return loss
+
+
+def _rules_program(name):
+    """`jax.grad` of the loss in every input, and `jax.jacfwd` in `(q, v, u)` (a fresh closure)."""
+
+    def program(model, q, v, u, f, w):
+        grads = jax.grad(_loss(name, w), argnums=(0, 1, 2, 3, 4))(model, q, v, u, f)
+
+        def out(q, v, u):
+            return _call(name, model, q, v, u, f)
+
+        return grads, jax.jacfwd(out, argnums=(0, 1, 2))(q, v, u)
+
+    return program
+
+
+def _reference_program(name):
+    """The rules-off reference: `jax.jacfwd` in every input (forward mode, op by op; half the
+    compile time of reverse mode), and the output, to contract with the loss's cotangent."""
+
+    def program(model, q, v, u, f):
+        def out(*args):
+            return _call(name, *args)
+
+        return out(model, q, v, u, f), jax.jacfwd(out, argnums=(0, 1, 2, 3, 4))(model, q, v, u, f)
+
+    return program
+
+
+_COMPILED: dict = {}
+
+
+def _rules_on(model_name: str, name: str):
+    """Compiled `_rules_program` (rules on) for this model, cached."""
+    key = ("on", model_name, name)
+    if key not in _COMPILED:
+        model, (q, v, u, f), w = _setup(model_name)
+        _COMPILED[key] = _compile(_rules_program(name), (model, q, v, u, f, w[name]))
+    return _COMPILED[key]
+
+
+def _signature(jaxpr) -> list:
+    """The equations of `jaxpr` (and of the jaxprs in their parameters), as primitive names,
+    output types and other parameters: equal for equal programs, whatever the printer's
+    sharing of sub-jaxprs traced before."""
+    out = []
+    for eqn in jaxpr.eqns:
+        params = []
+        for k, p in sorted(eqn.params.items()):
+            subs = p if isinstance(p, tuple | list) else (p,)
+            if any(
+                isinstance(x, jax.extend.core.ClosedJaxpr | jax.extend.core.Jaxpr) for x in subs
+            ):
+                params.append(
+                    (k, [_signature(getattr(x, "jaxpr", x)) for x in subs if x is not None])
+                )
+            elif not callable(p):
+                params.append((k, str(p)))
+        out.append((eqn.primitive.name, [str(v.aval) for v in eqn.outvars], params))
+    return out
+
+
+@functools.cache
+def _has_active_rule(model_name: str, name: str) -> bool:
+    """Whether `jax.jvp` of `name` along every input traces to different programs with the
+    rules on and off. If not, every derivative is the same program either way."""
+    model, (q, v, u, f), _ = _setup(model_name)
+    args = (model, q, v, u, f)
+    signatures = []
+    for rules in (True, False):
+
+        def jvp(args, tangents):  # fresh per mode
+            return jax.jvp(lambda *a: _call(name, *a), args, tangents)
+
+        with jd.differentiation_rules(rules):
+            signatures.append(_signature(jax.make_jaxpr(jvp)(args, args).jaxpr))
+    return signatures[0] != signatures[1]
+
+
+# --------------------------------------------------------------------------------------------
+# comparisons
+
+
+def _check_leaves(got, ref, rtol: float, what: str, floor: float = 1e-3) -> None:
+    """Every leaf of `got` finite and within `rtol · max(max |ref leaf|, floor)` of `ref`'s;
+    all failing leaves in the message."""
+    got_leaves = jax.tree_util.tree_leaves_with_path(got)
+    ref_leaves = jax.tree.leaves(ref)
+    assert len(got_leaves) == len(ref_leaves), what
+    bad = []
+    for (path, a), b in zip(got_leaves, ref_leaves, strict=True):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        where = f"{what}{jax.tree_util.keystr(path)}"
+        assert a.shape == b.shape, f"{where}: shape {a.shape} != {b.shape}"
+        if a.size == 0:
+            continue
+        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+            bad.append(f"{where}: not finite")
+            continue
+        scale = max(float(np.abs(b).max()), floor)
+        err = float(np.abs(a - b).max())
+        if err > rtol * scale:
+            bad.append(f"{where}: max |diff| {err:.3g} > {rtol:g} x {scale:.3g}")
+    assert not bad, "\n".join(bad)
+
+
+def _assert_finite(tree, what: str) -> None:
+    bad = [
+        jax.tree_util.keystr(p)
+        for p, x in jax.tree_util.tree_leaves_with_path(tree)
+        if not np.all(np.isfinite(np.asarray(x)))
+    ]
+    assert not bad, f"{what}: NaN or inf in {bad}"
+
+
+# --------------------------------------------------------------------------------------------
+# 1. rules against generic autodiff
+
+
+#: Every function on the random tree and panda; aba, whose rule is the largest, on every model.
+CASES = [(m, n) for m in MODELS[:2] for n, _, _ in FUNCTIONS] + [(m, "aba") for m in MODELS[2:]]
+
+
+@pytest.mark.parametrize(("model_name", "name"), CASES)
+def test_rules_match_autodiff(model_name, name):
+    """`jax.grad` (every leaf of every input) and `jax.jacfwd` in `(q, v, u)` with the rules
+    on equal op-by-op autodiff with them off, to 1e-10 relative per leaf."""
+    model, (q, v, u, f), w = _setup(model_name)
+    if not _has_active_rule(model_name, name):
+        return  # no rule for `name` (yet): the same program either way
+    grads, jac = _rules_on(model_name, name)(model, q, v, u, f, w[name])
+    ref_fn = _compile(_reference_program(name), (model, q, v, u, f), rules=False)
+    out, J = ref_fn(model, q, v, u, f)
+    ct = np.cos(np.asarray(out)) * np.asarray(w[name])  # d loss / d out
+    nout = ct.ndim
+    ref_grads = jax.tree.map(lambda x: np.tensordot(ct, np.asarray(x), nout), J)
+    _check_leaves(grads, ref_grads, 1e-10, f"{model_name} {name} grad")
+    _check_leaves(jac, J[1:4], 1e-10, f"{model_name} {name} jacfwd")
+
+
+# --------------------------------------------------------------------------------------------
+# 2. rules against finite differences
+
+
+def _directions(model, rng: np.random.Generator):
+    """Random directions, one per row: `q` (a tangent δ, used as `integrate(q, e δ)`), `v`,
+    `u`, `f_ext`, then one per non-empty model leaf (random, zero on non-finite entries,
+    symmetric for rotational inertias). Returns `(labels, (dmodel, dq, dv, du, df))`, each
+    leaf stacked over rows."""
+    leaves_p, treedef = jax.tree_util.tree_flatten_with_path(model)
+    model_rows = [i for i, (_, x) in enumerate(leaves_p) if np.size(x)]
+    labels = ["q", "v", "u", "f_ext"] + [jax.tree_util.keystr(leaves_p[i][0]) for i in model_rows]
+    K = len(labels)
+    dleaves = [np.zeros((K,) + np.shape(x)) for _, x in leaves_p]
+    for row, i in enumerate(model_rows, start=4):
+        path, x = leaves_p[i]
+        d = rng.normal(size=np.shape(x))
+        if jax.tree_util.keystr(path).endswith(".inertias.inertia"):
+            d = d + np.swapaxes(d, -1, -2)
+        dleaves[i][row] = np.where(np.isfinite(np.asarray(x)), d, 0.0)
+    dmodel = jax.tree.unflatten(treedef, [jnp.asarray(d) for d in dleaves])
+    nv, nb = model.nv, model.nbodies
+    dq, dv, du = (np.zeros((K, nv)) for _ in range(3))
+    df = np.zeros((K, nb, 6))
+    dq[0], dv[1], du[2], df[3] = (rng.normal(size=s) for s in ((nv,), (nv,), (nv,), (nb, 6)))
+    return labels, (dmodel, *(jnp.asarray(x) for x in (dq, dv, du, df)))
+
+
+def _fd_program(name, eps: float):
+    """For every row of directions: `jax.jvp` at `e = 0` and the central difference at `±eps`
+    of `e ↦ f(model + e dm, integrate(q, e δ), v + e dv, u + e du, f + e df)`."""
+
+    def program(model, q, v, u, f, directions):
+        def along(e, d):
+            dm, dq, dv, du, df = d
+            m = jax.tree.map(lambda x, t: x + e * t, model, dm)
+            return _call(name, m, model.integrate(q, e * dq), v + e * dv, u + e * du, f + e * df)
+
+        def one(d):
+            jvp = jax.jvp(lambda e: along(e, d), (0.0,), (1.0,))[1]
+            fd = (along(eps, d) - along(-eps, d)) / (2 * eps)
+            return jvp, fd
+
+        return jax.vmap(one)(directions)
+
+    return program
+
+
+@pytest.mark.parametrize("name", WITH_RULES)
+def test_jvp_matches_finite_differences(name):
+    """`jax.jvp` (rules on) along random directions of every input against central finite
+    differences (float64, step 1e-6) of the same composed function, relative 1e-5 per row
+    (rows that hardly move the output: relative to a tenth of the largest row)."""
+    model, (q, v, u, f), _ = _setup("tree")
+    labels, directions = _directions(model, np.random.default_rng(3))
+    args = (model, q, v, u, f, directions)
+    jvp, fd = _compile(_fd_program(name, 1e-6), args)(*args)
+    jvp, fd = np.asarray(jvp), np.asarray(fd)
+    assert np.all(np.isfinite(jvp)), [
+        lab for lab, x in zip(labels, jvp, strict=True) if not np.isfinite(x).all()
+    ]
+    bad = []
+    # floor: a tenth of the largest change (rounding in f, amplified by the smooth friction
+    # and stop laws, leaves ~1e-7 in differences along directions that change nothing)
+    floor = 0.1 * float(np.abs(jvp).max())
+    for label, a, b in zip(labels, jvp, fd, strict=True):
+        scale = max(float(np.abs(a).max()), floor)
+        err = float(np.abs(a - b).max())
+        if err > 1e-5 * scale:
+            bad.append(
+                f"{label}: jvp {a[:3]}... fd {b[:3]}... max |diff| {err:.3g}, scale {scale:.3g}"
+            )
+    assert not bad, f"{name}: {len(bad)} of {len(labels)} directions differ:\n" + "\n".join(bad)
+    # the directions are not vacuous: the state, every joint axis, pose and inertia leaf move
+    # the output (frames `X_BF` and joint limits' bounds do not), and with passive forces
+    # (forward dynamics) some joint's damping, friction and stop parameters do
+    moves = dict(zip(labels, np.abs(jvp).max(1) > 1e-8, strict=True))
+    still = [k for k, m in moves.items() if not m and ".params." not in k and ".X_BF" not in k]
+    assert not still, f"{name}: no change along {still}"
+    if name == "forward_dynamics":
+        for leaf in ("damping", "friction", "stop_stiffness", "stop_damping"):
+            assert any(m for k, m in moves.items() if k.endswith(f".params.{leaf}")), leaf
+
+
+# --------------------------------------------------------------------------------------------
+# 3. no NaN at the neutral configuration and at joint limits
+
+
+def _special_states(model):
+    """`(label, model, q, v, u, f)`: neutral (identity quaternions) with zero v, u, f_ext;
+    every finite upper limit exactly; past the upper and the lower limits by 0.05 (stops
+    engaged)."""
+    nv, nb = model.nv, model.nbodies
+    z, zf = jnp.zeros(nv), jnp.zeros((nb, 6))
+    q0 = model.neutral()
+    lo, hi = model.position_lower(), model.position_upper()
+    at_upper = jnp.where(jnp.isfinite(hi), hi, q0)
+    past_upper = jnp.where(jnp.isfinite(hi), hi + 0.05, q0)
+    past_lower = jnp.where(jnp.isfinite(lo), lo - 0.05, q0)
+    return [
+        ("neutral", q0, z, z, zf),
+        ("at upper limits", at_upper, z, z, zf),
+        ("past upper limits", past_upper, z, z, zf),
+        ("past lower limits", past_lower, 0.3 * jnp.ones(nv), z, zf),
+    ]
+
+
+@pytest.mark.parametrize("name", WITH_RULES)
+@pytest.mark.parametrize("model_name", ["tree", "panda"])
+def test_no_nan_at_neutral_and_limits(model_name, name):
+    """Every gradient (every model leaf included) and `jacfwd` finite, rules on."""
+    model, _, w = _setup(model_name)
+    run = _rules_on(model_name, name)
+    stops = []
+    for label, q, v, u, f in _special_states(model):
+        assert np.all(np.isfinite(np.asarray(q)))
+        grads, jac = run(model, q, v, u, f, w[name])
+        _assert_finite(grads, f"{model_name} {name} grad, {label}")
+        _assert_finite(jac, f"{model_name} {name} jacfwd, {label}")
+        stops.append(np.asarray(jd.joint_forces(model, q, jnp.zeros(model.nv))))
+    # neutral and at the limit: no stop force (zero velocity); past a limit: stops push back
+    if model_name == "tree":
+        assert np.abs(stops[1]).max() == 0.0
+        assert np.abs(stops[2]).max() > 1.0 and np.abs(stops[3]).max() > 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# 4. second derivatives
+
+
+def test_hessian_matches_finite_differences_and_autodiff():
+    """`jax.hessian` through `aba` in `(q, v, tau)` (ambient q) with the rules on equals
+    central differences of `jax.grad` (1e-6) and the rules-off hessian (1e-9). Ambient `q`
+    moves quaternions off the unit sphere: the second order needs the pose rule exact there."""
+    rng = np.random.default_rng(1)
+    b = jd.ModelBuilder()
+    parent = "world"
+    for i, joint in enumerate(
+        [
+            jd.Free(),
+            jd.Ball(),
+            jd.Universal([1.0, 0, 0], [0, 1.0, 0]),
+            jd.RevoluteUnbounded(rng.normal(size=3)),
+        ]
+    ):
+        b.add_body(
+            f"b{i}",
+            random_inertia(rng),
+            parent,
+            joint,
+            X_PF=jd.Transform.from_rpy(rng.normal(size=3), rng.normal(0, 0.3, 3)),
+        )
+        parent = f"b{i}"
+    model = b.build()  # two quaternions, a [cos, sin] pair, a q-dependent hinge
+    model, (q, v, u, f) = _build(model, seed=4)
+    nq, nv = model.nq, model.nv
+    w = jnp.asarray(np.random.default_rng(5).normal(size=nv))
+    x0 = jnp.concatenate([q, v, u])
+
+    def make_loss():
+        def loss(x):
+            out = jd.aba(model, x[:nq], x[nq : nq + nv], x[nq + nv :], f)
+            return jnp.sum(jnp.sin(out) * w)
+
+        return loss
+
+    eps = 1e-5
+    E = eps * jnp.eye(x0.size)
+
+    def on(x):
+        loss = make_loss()
+        g = jax.vmap(jax.grad(loss))(jnp.concatenate([x + E, x - E]))
+        return jax.hessian(loss)(x), (g[: x.size] - g[x.size :]).T / (2 * eps)
+
+    def off(x):
+        return jax.hessian(make_loss())(x)
+
+    H, H_fd = _compile(on, (x0,))(x0)
+    H_off = _compile(off, (x0,), rules=False)(x0)
+    scale = float(np.abs(H_off).max())
+    np.testing.assert_allclose(H, H_off, rtol=0, atol=1e-9 * scale, err_msg="rules off")
+    np.testing.assert_allclose(H, H_fd, rtol=0, atol=1e-6 * scale, err_msg="finite differences")
+    np.testing.assert_allclose(H, H.T, rtol=0, atol=1e-10 * scale, err_msg="symmetry")
+
+
+# --------------------------------------------------------------------------------------------
+# 5. composition: vmap, batched, batch_last, scan, float32
+
+N = 4  # samples
+STEPS, DT = 3, 0.01
+
+
+@functools.cache
+def _batch_setup():
+    """A small floating tree with passive forces and `N` states; loss weights."""
+    model, _ = _build(random_tree(2, nbodies=6), seed=6)
+    keys = jax.random.split(jax.random.PRNGKey(7), N + 3)
+    q = jnp.stack([_random_q(model, k) for k in keys[:N]])
+    v = 0.5 * jax.random.normal(keys[N], (N, model.nv))
+    tau = 0.1 * jax.random.normal(keys[N + 1], (N, model.nv))
+    taus = 0.1 * jax.random.normal(keys[N + 2], (STEPS, model.nv))
+    w = jnp.asarray(np.random.default_rng(8).normal(size=(N, model.nv)))
+    return model, (q, v, tau), taus, w
+
+
+def _rollout_loss(w):
+    def loss(model, q0, v0, taus):
+        def step(carry, tau):
+            q, v = carry
+            v = v + DT * jd.forward_dynamics(model, q, v, tau)
+            return (model.integrate(q, DT * v), v), None
+
+        (q, v), _ = jax.lax.scan(step, (q0, v0), taus)
+        return jnp.sum(jnp.sin(q[: w.size]) * w) + jnp.sum(jnp.sin(v) * w)
+
+    return loss
+
+
+def _batch_program(kinds):
+    """Gradients in (model, q, v, tau) of a batched `aba` loss, per way of batching in
+    `kinds`, and of the rollout loss in (model, q0, v0, taus) (fresh closures)."""
+
+    def program(model, q, v, tau, taus, w):
+        def grad_of(batched_aba):
+            def loss(model, q, v, tau):
+                return jnp.sum(jnp.sin(batched_aba(model, q, v, tau)) * w)
+
+            return jax.grad(loss, argnums=(0, 1, 2, 3))(model, q, v, tau)
+
+        axes = (None, 0, 0, 0)
+        ways = {
+            "vmap": lambda: jax.vmap(jd.aba, axes),
+            "batched_last": lambda: jd.batched(jd.aba, axes, chunk_size=2, layout="batch_last"),
+            "batched_first": lambda: jd.batched(jd.aba, axes, chunk_size=2, layout="batch_first"),
+            "batch_last": lambda: _moved(jd.batch_last(jd.aba, (None, -1, -1, -1))),
+        }
+        out = {k: grad_of(ways[k]()) for k in kinds if k in ways}
+        if "scan" in kinds:
+            out["scan"] = jax.grad(_rollout_loss(w[0]), argnums=(0, 1, 2, 3))(
+                model, q[0], v[0], taus
+            )
+        return out
+
+    return program
+
+
+def _moved(fn):
+    """A batch-last function called with batch-first arguments (and returning batch-first)."""
+
+    def wrapped(model, *xs):
+        return fn(model, *(x.T for x in xs)).T
+
+    return wrapped
+
+
+COMPOSITIONS = ["vmap", "batched_last", "batched_first", "batch_last", "scan"]
+
+
+@functools.cache
+def _batch_results(dtype: str):
+    model, (q, v, tau), taus, w = _batch_setup()
+    if dtype == "float32":
+        cast = jnp.float32
+        model, q, v, tau, taus, w = (jd.astype(x, cast) for x in (model, q, v, tau, taus, w))
+        kinds = ["vmap", "batched_last", "scan"]
+    else:
+        kinds = COMPOSITIONS
+    args = (model, q, v, tau, taus, w)
+    return _compile(_batch_program(kinds), args)(*args)
+
+
+@functools.cache
+def _batch_reference():
+    model, (q, v, tau), taus, w = _batch_setup()
+    args = (model, q, v, tau, taus, w)
+    return _compile(_batch_program(["vmap", "scan"]), args, rules=False)(*args)
+
+
+@pytest.mark.parametrize("kind", COMPOSITIONS)
+def test_composition_matches_autodiff(kind):
+    """Gradients with the rules on through `kind` equal the rules-off `vmap` (or `scan`)
+    ones, relative 1e-9 per leaf (float64)."""
+    got = _batch_results("float64")[kind]
+    ref = _batch_reference()["scan" if kind == "scan" else "vmap"]
+    _check_leaves(got, ref, 1e-9, kind)
+
+
+def test_composition_float32():
+    """float32 in, float32 gradients out, finite, within 1e-3 of the float64 reference."""
+    got = _batch_results("float32")
+    ref = _batch_reference()
+    for kind, g in got.items():
+        for x in jax.tree.leaves(g):
+            assert x.dtype == jnp.float32, (kind, x.dtype)
+        _assert_finite(g, kind)
+        _check_leaves(g, ref["scan" if kind == "scan" else "vmap"], 1e-3, f"float32 {kind}")
+
+
+def test_no_batch_last_fallback_in_gradients(monkeypatch):
+    """Tracing `jax.grad` and `jax.jacfwd` of `jd.batched(jd.aba)` (batch-last chunks)
+    needs no `batch_last` fallback: the rule itself runs batch-last."""
+    model, (q, v, tau), _, w = _batch_setup()
+    recorded = []
+    fallback = bl._fallback
+
+    def record(eqn, ins):
+        recorded.append(eqn.primitive.name)
+        return fallback(eqn, ins)
+
+    monkeypatch.setattr(bl, "_fallback", record)
+    # the recorder works: a primitive without a batch-last rule is recorded
+    jax.make_jaxpr(jd.batch_last(lambda x: jnp.sort(x, axis=0)))(jnp.ones((3, 2)))
+    assert recorded == ["sort"]
+    recorded.clear()
+
+    for chunk_size in (2, N):  # several chunks (lax.map, checkpointed) and one
+        f = jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=chunk_size, layout="batch_last")
+
+        def loss(model, q, v, tau, f=f):
+            return jnp.sum(jnp.sin(f(model, q, v, tau)) * w)
+
+        jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2, 3)))(model, q, v, tau)
+        jax.make_jaxpr(jax.jacfwd(f, argnums=(1, 2, 3)))(model, q, v, tau)
+    assert not recorded, f"batch_last fell back to vmap for {sorted(set(recorded))}"
