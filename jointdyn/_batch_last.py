@@ -217,9 +217,11 @@ def _custom_jvp_call(eqn, ins, B: int) -> list:
     """A `jax.custom_jvp` function (jointdyn's `aba` rule, …) with the batch axis last: a new
     `custom_jvp` whose primal evaluates the call's jaxpr batch-last and whose rule evaluates
     the original rule's jaxpr batch-last, so the rule is used by an outer `jvp`/`grad`. Every
-    output is batched; symbolic-zero tangents stay symbolic for the original rule."""
+    output is batched; symbolic-zero tangents stay symbolic for a rule that takes them
+    (`symbolic_zeros=True`) and are zeros for one that does not, as JAX does."""
     call, nc = eqn.params["call_jaxpr"], eqn.params["num_consts"]
     jvp_jaxpr_fun = eqn.params["jvp_jaxpr_fun"]
+    symbolic = eqn.params["symbolic_zeros"]
     bs = [b for _, b in ins]
     n_out = len(eqn.outvars)
 
@@ -228,6 +230,11 @@ def _custom_jvp_call(eqn, ins, B: int) -> list:
         return [_full(o, b, B) for o, b in outs]
 
     def rule(primals, tangents):
+        if not symbolic:
+            tangents = [
+                jax.numpy.zeros_like(x) if isinstance(t, SymbolicZero) else t
+                for x, t in zip(primals, tangents, strict=True)
+            ]
         zeros = [isinstance(t, SymbolicZero) for t in tangents[nc:]]
         jaxpr, consts, out_zeros = jvp_jaxpr_fun.call_wrapped(*zeros)
         args = list(zip(primals[nc:], bs[nc:], strict=True))

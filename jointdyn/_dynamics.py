@@ -196,10 +196,15 @@ def _aba_jvp(primals, tangents):
     `M⁻¹` is ABA's own linear sweep (`_aba_sweep` with the articulated inertias of the primal
     call, bias terms zero), and the RNEA term is the tangent of RNEA (no recursion: sums over
     the ancestor matrix) along the inputs whose tangent is not a symbolic zero. Every input is
-    covered at once, model parameters included; reverse mode transposes this linear map
-    (the sweep runs backwards, RNEA's tangent is transposed). `custom_jvp` rather than
-    `custom_vjp`, because one rule then serves `jvp`, `jacfwd`, `grad` and `vmap`, and the rule
-    is itself differentiable (plain JAX code), so higher derivatives stay correct.
+    covered at once, model parameters included; reverse mode transposes this linear map.
+    `M⁻¹` is a `lax.custom_linear_solve` (solve: the sweep; matvec: `_mass_times`; symmetric),
+    so that its transpose is the sweep again, not the sweep's ops transposed one by one (g1,
+    `jax.grad` in `tau`: 299 → 162 XLA fusions, 6.4 → 4.6 µs per sample), and its own
+    derivative is `−M⁻¹ δM M⁻¹` (second order) instead of autodiff of the sweep.
+
+    `custom_jvp` rather than `custom_vjp`, because one rule then serves `jvp`, `jacfwd`,
+    `grad` and `vmap`, and the rule is itself differentiable (plain JAX code), so higher
+    derivatives stay correct.
     """
     model, q, v, tau, f_ext = primals
     dmodel, dq, dv, dtau, df = tangents

@@ -632,6 +632,32 @@ def test_composition_float32():
         _check_leaves(g, ref["scan" if kind == "scan" else "vmap"], 1e-3, f"float32 {kind}")
 
 
+@pytest.mark.parametrize("name", ["aba", "rnea"])
+def test_batched_gradient_in_some_inputs(name):
+    """`jax.grad` of batched (batch-last chunks) `name` in the model alone, in `u` alone and
+    in the state `(q, v, u)` equals `vmap`'s: the rules inside meet symbolic-zero tangents
+    for the other inputs (the pose rule, which takes none, gets zeros)."""
+    model, (q, v, tau), _, w = _batch_setup()
+    fn = getattr(jd, name)
+
+    def program(model, q, v, tau):
+        out = []
+        for batched in (
+            jax.vmap(fn, (None, 0, 0, 0)),
+            jd.batched(fn, (None, 0, 0, 0), chunk_size=2, layout="batch_last"),
+        ):
+
+            def loss(model, q, v, tau, batched=batched):
+                return jnp.sum(jnp.sin(batched(model, q, v, tau)) * w)
+
+            out.append([jax.grad(loss, argnums=k)(model, q, v, tau) for k in (0, 3, (1, 2, 3))])
+        return out
+
+    args = (model, q, v, tau)
+    ref, got = _compile(program, args)(*args)
+    _check_leaves(got, ref, 1e-10, f"{name} some inputs")
+
+
 def test_no_batch_last_fallback_in_gradients(monkeypatch):
     """Tracing `jax.grad` and `jax.jacfwd` of `jd.batched(jd.aba)` (batch-last chunks)
     needs no `batch_last` fallback: the rule itself runs batch-last."""
