@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
-import importlib.util
 import platform
 import sys
 import time
@@ -45,16 +44,7 @@ import jointdyn as jd  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _timing import paired_ratio, time_call  # noqa: E402
-
-ROBOTS: dict[str, tuple[str, bool]] = {  # tests/robots.py's table
-    "panda": ("panda_description/urdf/panda.urdf", False),
-    "ur5": ("ur_description/urdf/ur5_robot.urdf", False),
-    "solo12": ("solo_description/robots/solo12.urdf", True),
-    "anymal": ("anymal_b_simple_description/robots/anymal.urdf", True),
-    "talos": ("talos_data/robots/talos_reduced.urdf", True),
-    "allegro": ("allegro_hand_description/urdf/allegro_right_hand.urdf", False),
-    "g1": ("g1_description/urdf/g1_29dof_rev_1_0.urdf", True),
-}
+from run import ROBOTS, ROBOTS_DIR  # noqa: E402
 
 
 def _parse() -> argparse.Namespace:
@@ -79,14 +69,9 @@ def _parse() -> argparse.Namespace:
 
 
 def load_model(name: str) -> jd.Model:
-    """`ROBOTS[name]` from example-robot-data, found next to the installed Pinocchio."""
-    spec = importlib.util.find_spec("pinocchio")
-    if spec is None or spec.origin is None:
-        raise SystemExit("Pinocchio (pip `pin`) with example-robot-data is needed for the robots")
-    # .../cmeel.prefix/lib/python3.X/site-packages/pinocchio/__init__.py → .../cmeel.prefix
-    robots = Path(spec.origin).parents[4] / "share" / "example-robot-data" / "robots"
+    """`ROBOTS[name]` from example-robot-data (`run.py`'s table and folder)."""
     rel, floating = ROBOTS[name]
-    path = robots / rel
+    path = ROBOTS_DIR / rel
     if not path.is_file():
         raise SystemExit(f"example-robot-data file {path} is not installed")
     with warnings.catch_warnings():
