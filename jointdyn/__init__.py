@@ -140,5 +140,9 @@ from ._model import ModelBuilder as ModelBuilder
 from ._model import Topology as Topology
 from ._packed import PackedModel as PackedModel
 from ._packed import pack as pack
+from ._reduced import expand_configuration as expand_configuration
+from ._reduced import expand_velocity as expand_velocity
+from ._reduced import reduced_indices as reduced_indices
+from ._reduced import reduced_model as reduced_model
 from ._scan import checkpointed_scan as checkpointed_scan
 from ._urdf import load_urdf as load_urdf

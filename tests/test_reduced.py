@@ -1,0 +1,134 @@
+"""`jd.reduced_model` (joints locked at a reference configuration) against Pinocchio's
+`buildReducedModel`, and against the full model with the locked joints held still."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from robots import (
+    load_jointdyn,
+    load_pinocchio,
+    q_to_pinocchio,
+    v_to_pinocchio_matrix,
+    vdot_to_pinocchio,
+)
+from trees import random_tree
+
+import jointdyn as jd
+
+#: Joints to lock: panda's fingers; talos's grippers and its right arm.
+LOCKS = {
+    "panda": lambda names: [n for n in names if "finger" in n],
+    "talos": lambda names: [n for n in names if "gripper" in n or n.startswith("arm_right")],
+}
+
+
+def close(a, b, what, tol=1e-9):
+    a, b = np.asarray(a), np.asarray(b)
+    scale = max(1.0, float(np.abs(b).max()))
+    assert np.abs(a - b).max() <= tol * scale, f"{what}: max |diff| {np.abs(a - b).max():.3g}"
+
+
+@pytest.mark.parametrize("robot", sorted(LOCKS))
+def test_matches_pinocchio_build_reduced_model(robot):
+    """Mass matrix, RNEA and ABA of the reduced model equal Pinocchio's reduced model's
+    (float64, 1e-9), at a random state of the kept joints."""
+    pin = pytest.importorskip("pinocchio")
+    model, pmodel = load_jointdyn(robot), load_pinocchio(robot)
+    locked = LOCKS[robot](model.joint_names)
+    q_ref = model.random_configuration(jax.random.PRNGKey(0))
+    reduced = jd.reduced_model(model, locked, q_ref)
+    ids = [pmodel.getJointId(n) for n in locked]
+    preduced = pin.buildReducedModel(pmodel, ids, q_to_pinocchio(model, pmodel, q_ref))
+    assert reduced.nv == preduced.nv == model.nv - len(locked)
+    assert set(reduced.joint_names) == set(preduced.names[1:])
+
+    iq, iv = jd.reduced_indices(model, locked)
+    key = jax.random.split(jax.random.PRNGKey(1), 3)
+    q = model.random_configuration(key[0])[iq]
+    v, a = (jax.random.normal(k, (reduced.nv,)) for k in key[1:])
+    data = preduced.createData()
+    q_pin = q_to_pinocchio(reduced, preduced, q)
+    T = v_to_pinocchio_matrix(reduced, preduced, q)
+    v_pin, a_pin = T @ np.asarray(v), vdot_to_pinocchio(reduced, preduced, q, v, a)
+
+    close(jd.crba(reduced, q), T.T @ pin.crba(preduced, data, q_pin) @ T, "M")
+    tau_pin = pin.rnea(preduced, data, q_pin, v_pin, a_pin)
+    close(jd.rnea(reduced, q, v, a), T.T @ tau_pin, "rnea")
+    close(
+        vdot_to_pinocchio(reduced, preduced, q, v, jd.aba(reduced, q, v, T.T @ tau_pin)),
+        pin.aba(preduced, data, q_pin, v_pin, tau_pin),
+        "aba",
+    )
+    # frames: every frame of the full model is still there, at the same world pose
+    kin_full = jd.forward_kinematics(model, jd.expand_configuration(model, locked, q, q_ref))
+    kin = jd.forward_kinematics(reduced, q)
+    for name in model.topology.frame_names:
+        i, k = model.frame_index(name), reduced.frame_index(name)
+        close(kin.X_WF.p[k], kin_full.X_WF.p[i], f"frame {name} position")
+        close(kin.X_WF.R[k], kin_full.X_WF.R[i], f"frame {name} rotation")
+
+
+def test_equals_full_model_with_locked_joints_still():
+    """On a random tree of every joint class with locked joints in the middle (kept bodies
+    below them): the reduced model's `M` is the kept block of the full `M` at
+    `expand_configuration`, and its RNEA is the full RNEA with the locked joints at rest;
+    the total mass is kept (nothing merged into the world); `reduced_indices` and the expand
+    helpers are consistent."""
+    model = random_tree(3, nbodies=14)
+    locked = [model.joint_names[i] for i in (2, 5, 8, 11)]
+    q_ref = model.random_configuration(jax.random.PRNGKey(2))
+    reduced = jd.reduced_model(model, locked, q_ref)
+    iq, iv = jd.reduced_indices(model, locked)
+    assert reduced.nq == len(iq) and reduced.nv == len(iv)
+    assert float(reduced.total_mass()) == pytest.approx(float(model.total_mass()), rel=1e-12)
+
+    key = jax.random.split(jax.random.PRNGKey(4), 3)
+    q = model.random_configuration(key[0])[iq]
+    v, a = (jax.random.normal(k, (reduced.nv,)) for k in key[1:])
+    q_full = jd.expand_configuration(model, locked, q, q_ref)
+    v_full, a_full = (jd.expand_velocity(model, locked, x) for x in (v, a))
+    np.testing.assert_array_equal(q_full[iq], q)
+    np.testing.assert_array_equal(v_full[iv], v)
+    assert np.all(np.delete(np.asarray(v_full), iv) == 0)
+    close(jd.crba(reduced, q), jd.crba(model, q_full)[np.ix_(iv, iv)], "M")
+    close(jd.rnea(reduced, q, v, a), jd.rnea(model, q_full, v_full, a_full)[iv], "rnea")
+    tau = jd.rnea(reduced, q, v, a)
+    close(jd.aba(reduced, q, v, tau), a, "aba(rnea)")
+
+
+def test_float32_model_and_world_weld():
+    """A locked root welds its body to the world (its mass can no longer move and is dropped);
+    a float32 model stays float32."""
+    model = jd.astype(random_tree(5, nbodies=6, floating=False), jnp.float32)
+    q_ref = model.neutral()
+    reduced = jd.reduced_model(model, [model.joint_names[0]], q_ref)
+    assert reduced.X_PF.p.dtype == jnp.float32 and reduced.nbodies == 5
+    iq, _ = jd.reduced_indices(model, [0])  # body indices work too
+    q = q_ref[iq]
+    kin = jd.forward_kinematics(reduced, q)
+    kin_full = jd.forward_kinematics(model, q_ref)
+    for name in model.topology.frame_names:
+        close(
+            kin.X_WF.p[reduced.frame_index(name)],
+            kin_full.X_WF.p[model.frame_index(name)],
+            name,
+            tol=1e-5,
+        )
+
+
+def test_errors():
+    model = random_tree(0, nbodies=4)
+    q = model.neutral()
+    with pytest.raises(ValueError, match="unknown joint"):
+        jd.reduced_model(model, ["nope"], q)
+    with pytest.raises(ValueError, match="twice"):
+        jd.reduced_model(model, [1, 1], q)
+    with pytest.raises(ValueError, match="sequence"):
+        jd.reduced_model(model, model.joint_names[1], q)
+    with pytest.raises(ValueError, match="every joint"):
+        jd.reduced_model(model, list(model.joint_names), q)
+    with pytest.raises(ValueError, match="q_reference"):
+        jd.reduced_model(model, [1], q[:-1])
+    with pytest.raises(ValueError, match="q_reference"):
+        jd.reduced_model(model, [1], q.at[0].set(jnp.nan))
