@@ -146,3 +146,4 @@ from ._reduced import reduced_indices as reduced_indices
 from ._reduced import reduced_model as reduced_model
 from ._scan import checkpointed_scan as checkpointed_scan
 from ._urdf import load_urdf as load_urdf
+from ._velocity_bounds import body_velocity_bounds as body_velocity_bounds

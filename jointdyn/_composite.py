@@ -57,6 +57,36 @@ class Composite(AbstractJoint):
     def _v(self, v):
         return self._split(v, [j.nv for j in self.joints])
 
+    def velocity_bound_linear(self):
+        """Part k moves M's origin at `v_k + w_k × (p_FM − p_FMₖ)`, and `‖p_FM − p_FMₖ‖ ≤
+        r_k = Σ_{l>k} sup ‖p_{F_l M_l}‖` (the later parts' translations; inf when one
+        translates without bound). With Cauchy–Schwarz over the parts' velocities:
+
+            λ = sqrt(Σ_k (λ_lin,k + λ_ang,k r_k)²)
+
+        (an upper bound, exact for one part; inf for e.g. a revolute followed by a
+        prismatic, whose lever arm is unbounded)."""
+        inf = jnp.full(self.nq, jnp.inf, self.params.damping.dtype)
+        return self._velocity_bound_linear_in(-inf, inf)
+
+    def _velocity_bound_linear_in(self, lower, upper):
+        lo, hi = self._q(jnp.asarray(lower)), self._q(jnp.asarray(upper))
+        terms, r = [], 0.0
+        for j, l, u in reversed(list(zip(self.joints, lo, hi, strict=True))):
+            ang = j.velocity_bound_angular()
+            arm = jnp.where(ang == 0, 0.0, ang * r)  # no 0 · inf
+            terms.append((j._velocity_bound_linear_in(l, u) + arm) ** 2)
+            r = r + j._translation_bound(l, u)
+        return jnp.sqrt(sum(terms))
+
+    def velocity_bound_angular(self):
+        """`sqrt(Σ_k λ_ang,k²)`: the angular columns of the parts side by side."""
+        return jnp.sqrt(sum(j.velocity_bound_angular() ** 2 for j in self.joints))
+
+    def _translation_bound(self, lower, upper):
+        lo, hi = self._q(jnp.asarray(lower)), self._q(jnp.asarray(upper))
+        return sum(j._translation_bound(l, u) for j, l, u in zip(self.joints, lo, hi, strict=True))
+
     def X_FM(self, q):
         X = None
         for j, qk in zip(self.joints, self._q(q), strict=True):

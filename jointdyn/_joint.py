@@ -172,6 +172,10 @@ class AbstractJoint(eqx.Module):
     # and `Ḣ v − [0; w × v_Mo]` is zero (revolute, prismatic, screw, weld): the dynamics
     # derivatives then skip the joint's own terms. Checked in tests/test_derivatives.py.
     constant_hinge_at_F: ClassVar[bool] = False
+    # (linear, angular) velocity bounds, constants of the class (see `velocity_bound_linear`),
+    # and which q entries are translations along orthonormal directions of F
+    velocity_bounds: ClassVar[tuple[float, float]]
+    translation_coordinates: ClassVar[tuple[int, ...]] = ()
 
     # -- kinematics ------------------------------------------------------------------------
     @abc.abstractmethod
@@ -222,6 +226,44 @@ class AbstractJoint(eqx.Module):
         """Coordinates whose pose best reproduces `X_FM` (its projection onto the joint's motions)."""
 
     # -- concrete, written once ------------------------------------------------------------
+    def velocity_bound_linear(self) -> Float[Array, ""]:
+        """HPP's `upperBoundLinearVelocity`: the smallest constant `λ` with
+
+            ‖v_FMo‖ ≤ λ ‖v‖      for every q and v
+
+        (`v_FMo` the velocity of M's origin in F, the lower half of `V_FM = H_FM(q) v`), i.e.
+        `λ = sup_q ‖H_v(q)‖₂`. Revolute, ball, universal, gimbal, SpaceXYZ, unbounded
+        revolute, weld: 0 (M's origin is on every axis); prismatic, cylindrical, planar,
+        translational, free: 1 (unit, orthonormal translation columns); screw: |pitch|;
+        composite: see `Composite`. Bounds are with respect to `v` (the velocity of
+        `integrate`), which for SpaceXYZ and gimbal angles is not `q̇`."""
+        return jnp.asarray(self.velocity_bounds[0], self.params.damping.dtype)
+
+    def _velocity_bound_linear_in(self, lower: Array, upper: Array) -> Array:
+        """`velocity_bound_linear` over the box `lower ≤ q ≤ upper` only (a composite's
+        depends on how far its later parts translate; the others' is the constant)."""
+        return self.velocity_bound_linear()
+
+    def _translation_bound(self, lower: Array, upper: Array) -> Array:
+        """A bound on `‖p_FM(q)‖` over the box `lower ≤ q ≤ upper` (inf where a
+        translation is unbounded): `‖(max(|lᵢ|, |uᵢ|))ᵢ‖` over `translation_coordinates`,
+        exact for translations along orthonormal directions; 0 for pure rotations."""
+        idx = np.asarray(self.translation_coordinates, int)
+        dt = self.params.damping.dtype
+        if idx.size == 0:
+            return jnp.zeros((), dt)
+        m = jnp.maximum(jnp.abs(jnp.asarray(lower, dt)[idx]), jnp.abs(jnp.asarray(upper, dt)[idx]))
+        return jnp.sqrt(jnp.sum(m**2))
+
+    def velocity_bound_angular(self) -> Float[Array, ""]:
+        """HPP's `upperBoundAngularVelocity`: the smallest `λ` with `‖w_FM‖ ≤ λ ‖v‖` for
+        every q, `λ = sup_q ‖H_w(q)‖₂`. Prismatic, translational, weld: 0; one rotation
+        axis, or orthonormal rotation columns (revolute, screw, cylindrical, planar,
+        universal, ball, SpaceXYZ, free): 1; gimbal: `√2` (columns `a₁, R₁a₂, R₁R₂a₃` have
+        Gram matrix `[[1, 0, s], [0, 1, 0], [s, 0, 1]]`, `s = ±sin q₁`, largest eigenvalue
+        `1 + |s| ≤ 2`, reached at gimbal lock)."""
+        return jnp.asarray(self.velocity_bounds[1], self.params.damping.dtype)
+
     def V_FM(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, "6"]:
         """`V_FM = H_FM(q) v = [w_FM_F; v_FMo_F]`."""
         return self.H_FM(q) @ v

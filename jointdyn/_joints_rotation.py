@@ -61,6 +61,7 @@ class RevoluteUnbounded(AbstractJoint):
     constant_hinge_at_F: ClassVar[bool] = True
     axis: Float[Array, "3"]
     params: JointParams
+    velocity_bounds: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     def __init__(self, axis: ArrayLike = (0.0, 0.0, 1.0), **params: Any):
         self.axis = unit_axis(axis)
@@ -121,6 +122,7 @@ class SpaceXYZ(AbstractJoint):
     nv: ClassVar[int] = 3
     constant_hinge_at_F: ClassVar[bool] = True
     params: JointParams
+    velocity_bounds: ClassVar[tuple[float, float]] = (0.0, 1.0)
     check_singularity: bool = eqx.field(static=True)
 
     def __init__(self, check_singularity: bool = True, **params: Any):
@@ -216,6 +218,7 @@ class Ball(AbstractJoint):
     nv: ClassVar[int] = 3
     constant_hinge_at_F: ClassVar[bool] = True
     params: JointParams
+    velocity_bounds: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     def __init__(self, **params: Any):
         self.params = JointParams.create(4, 3, jnp.array([1.0, 0.0, 0.0, 0.0]), **params)
@@ -265,6 +268,8 @@ class Free(AbstractJoint):
     nq: ClassVar[int] = 7
     nv: ClassVar[int] = 6
     params: JointParams
+    velocity_bounds: ClassVar[tuple[float, float]] = (1.0, 1.0)
+    translation_coordinates: ClassVar[tuple[int, ...]] = (4, 5, 6)
 
     def __init__(self, **params: Any):
         neutral = jnp.array([1.0, 0, 0, 0, 0, 0, 0])

@@ -97,6 +97,7 @@ class Weld(AbstractVectorJoint):
     constant_hinge_at_F: ClassVar[bool] = True
     angular: ClassVar[tuple[bool, ...]] = ()
     params: JointParams
+    velocity_bounds: ClassVar[tuple[float, float]] = (0.0, 0.0)
 
     def __init__(self, **params: Any):
         self.params = JointParams.create(0, 0, jnp.zeros(0), **params)
@@ -123,6 +124,7 @@ class Revolute(AbstractVectorJoint):
     angular: ClassVar[tuple[bool, ...]] = (True,)
     axis: Float[Array, "3"]
     params: JointParams
+    velocity_bounds: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     def __init__(self, axis: ArrayLike = (0.0, 0.0, 1.0), **params: Any):
         self.axis = unit_axis(axis)
@@ -152,6 +154,8 @@ class Prismatic(AbstractVectorJoint):
     angular: ClassVar[tuple[bool, ...]] = (False,)
     axis: Float[Array, "3"]
     params: JointParams
+    velocity_bounds: ClassVar[tuple[float, float]] = (1.0, 0.0)
+    translation_coordinates: ClassVar[tuple[int, ...]] = (0,)
 
     def __init__(self, axis: ArrayLike = (0.0, 0.0, 1.0), **params: Any):
         self.axis = unit_axis(axis)
@@ -182,6 +186,7 @@ class Screw(AbstractVectorJoint):
     axis: Float[Array, "3"]
     pitch: Float[Array, ""]
     params: JointParams
+    velocity_bounds: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     def __init__(self, axis: ArrayLike = (0.0, 0.0, 1.0), pitch: ArrayLike = 0.0, **params: Any):
         self.axis = unit_axis(axis)
@@ -200,6 +205,14 @@ class Screw(AbstractVectorJoint):
         dt = _dtype(q, self.axis)
         a = self.axis.astype(dt)[:, None]
         return _spatial_columns(a, self.pitch * a, 1, dt)
+
+    def velocity_bound_linear(self):
+        """`|pitch|`: `v_FMo = h a θ̇` (see `AbstractJoint.velocity_bound_linear`)."""
+        return jnp.abs(self.pitch)
+
+    def _translation_bound(self, lower, upper):
+        m = jnp.maximum(jnp.abs(lower[0]), jnp.abs(upper[0]))
+        return jnp.where(self.pitch == 0, 0.0, jnp.abs(self.pitch) * m)
 
     def q_from_X_FM(self, X_FM):
         theta = angle_about(self.axis, X_FM.R)
@@ -222,6 +235,8 @@ class Cylindrical(AbstractVectorJoint):
     angular: ClassVar[tuple[bool, ...]] = (True, False)
     axis: Float[Array, "3"]
     params: JointParams
+    velocity_bounds: ClassVar[tuple[float, float]] = (1.0, 1.0)
+    translation_coordinates: ClassVar[tuple[int, ...]] = (1,)
 
     def __init__(self, axis: ArrayLike = (0.0, 0.0, 1.0), **params: Any):
         self.axis = unit_axis(axis)
@@ -265,6 +280,7 @@ class Universal(AbstractVectorJoint):
     axis1: Float[Array, "3"]
     axis2: Float[Array, "3"]
     params: JointParams
+    velocity_bounds: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     def __init__(
         self, axis1: ArrayLike = (1.0, 0.0, 0.0), axis2: ArrayLike = (0.0, 1.0, 0.0), **params: Any
@@ -306,6 +322,7 @@ class Gimbal(AbstractVectorJoint):
     angular: ClassVar[tuple[bool, ...]] = (True, True, True)
     axes: Float[Array, "3 3"]
     params: JointParams
+    velocity_bounds: ClassVar[tuple[float, float]] = (0.0, float(np.sqrt(2.0)))
 
     def __init__(
         self, axes: ArrayLike = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)), **params: Any
@@ -357,6 +374,8 @@ class Planar(AbstractVectorJoint):
     angular: ClassVar[tuple[bool, ...]] = (False, False, True)
     plane: str = eqx.field(static=True)
     params: JointParams
+    velocity_bounds: ClassVar[tuple[float, float]] = (1.0, 1.0)
+    translation_coordinates: ClassVar[tuple[int, ...]] = (0, 1)
 
     def __init__(self, plane: str = "xy", **params: Any):
         if plane not in _PLANES:
@@ -394,6 +413,8 @@ class Translational(AbstractVectorJoint):
     constant_hinge_at_F: ClassVar[bool] = True
     angular: ClassVar[tuple[bool, ...]] = (False, False, False)
     params: JointParams
+    velocity_bounds: ClassVar[tuple[float, float]] = (1.0, 0.0)
+    translation_coordinates: ClassVar[tuple[int, ...]] = (0, 1, 2)
 
     def __init__(self, **params: Any):
         self.params = JointParams.create(3, 3, jnp.zeros(3), **params)
