@@ -106,6 +106,9 @@ from ._dynamics import (
     joint_forces as joint_forces,
 )
 from ._dynamics import (
+    locking_forces as locking_forces,
+)
+from ._dynamics import (
     rnea as rnea,
 )
 from ._kinematics import (

@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._autodiff import is_zero, partial_jvp, rules_enabled
@@ -175,13 +176,19 @@ def aba(
     """
     _check_sizes(model, q=q, v=v, tau=tau)
     model = astype(model, _dtype(q, v, tau, f_ext))
+    return _aba_dispatch(model, q, v, tau, f_ext, None)
+
+
+def _aba_dispatch(model, q, v, tau, f_ext, keep):
+    """ABA with its rule (or without, `differentiation_rules(False)`); `keep` (nbodies,),
+    1.0 for moving joints and 0.0 for locked ones, or None (none locked)."""
     if rules_enabled():
-        return _aba_rule(model, q, v, tau, f_ext)
-    return _aba(model, q, v, tau, f_ext)
+        return _aba_rule(model, q, v, tau, f_ext, keep)
+    return _aba(model, q, v, tau, f_ext, keep)
 
 
-def _aba(model: Model, q: Array, v: Array, tau: Array, f_ext: Array | None) -> Array:
-    p, _, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
+def _aba(model: Model, q: Array, v: Array, tau: Array, f_ext: Array | None, keep=None) -> Array:
+    p, _, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext, keep)
     return _aba_sweep(p, fac, pA0, c, tau, a0)
 
 
@@ -206,9 +213,9 @@ def _aba_jvp(primals, tangents):
     `grad` and `vmap`, and the rule is itself differentiable (plain JAX code), so higher
     derivatives stay correct.
     """
-    model, q, v, tau, f_ext = primals
-    dmodel, dq, dv, dtau, df = tangents
-    p, t, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
+    model, q, v, tau, f_ext, keep = primals
+    dmodel, dq, dv, dtau, df, _ = tangents  # the lock mask is piecewise constant
+    p, t, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext, keep)
     vdot = _aba_sweep(p, fac, pA0, c, tau, a0)
     rhs = None if is_zero(dtau) else dtau
     dr = partial_jvp(
@@ -238,9 +245,9 @@ def _mass_times(p, t: JointTerms, I: WorldInertia, x: Array) -> Array:
 _aba_rule.defjvp(_aba_jvp, symbolic_zeros=True)
 
 
-def _aba_setup(model: Model, q: Array, v: Array, f_ext: Array | None):
+def _aba_setup(model: Model, q: Array, v: Array, f_ext: Array | None, keep=None):
     """ABA's q- and v-dependent inputs: the plan, `joint_terms`, articulated inertias, `p^A₀`,
-    `c`, `a₀`."""
+    `c`, `a₀`. `keep` (per body, 0.0 for a locked joint) zeroes locked joints' `D⁻¹`."""
     p = plan(model)
     t = joint_terms(model, q, v)
     I = world_inertias(model, t.X_WB)
@@ -249,7 +256,7 @@ def _aba_setup(model: Model, q: Array, v: Array, f_ext: Array | None):
     if fe is not None:
         pA0 = pA0 - fe
     c = t.cJ + motion_cross(t.V, t.vJ)
-    fac = _articulated_inertias(p, t, I.as_matrix())
+    fac = _articulated_inertias(p, t, I.as_matrix(), keep)
     return p, t, fac, pA0, c, _base_acceleration(model, t.V.dtype)
 
 
@@ -264,12 +271,16 @@ class _AbaSubset(NamedTuple):
     Ia: Array | None
 
 
-def _articulated_inertias(p, t: JointTerms, IA0: Array) -> list[list[_AbaSubset]]:
-    """The inertia half of ABA's up pass: `I^A`, `U`, `D⁻¹`, `I^a` per level and subset."""
+def _articulated_inertias(p, t: JointTerms, IA0: Array, keep=None) -> list[list[_AbaSubset]]:
+    """The inertia half of ABA's up pass: `I^A`, `U`, `D⁻¹`, `I^a` per level and subset.
+
+    A locked joint (`keep` 0.0) gets `D⁻¹ = 0`: then `I^a = I^A` passes its whole inertia on
+    and `q̈ = D⁻¹(u − Uᵀ a) = 0`, which is ABA on the model with that joint welded."""
     L = len(p.levels)
     acc: list = [None] * L  # children's I^a summed per level
     fac: list = [None] * L
     IA0 = take(IA0, p.level_order)  # level order: each level's and subset's rows are a slice
+    keep = None if keep is None else take(keep, p.level_order)
     S_L = [take(S, pos) for S, pos in zip(t.S, p.class_level_pos, strict=True)]
     for li in range(L - 1, -1, -1):
         lv = p.levels[li]
@@ -286,6 +297,8 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array) -> list[list[_AbaSubset]
             U = matmul(IAs, S)
             D = matmul(jnp.swapaxes(S, 1, 2), U)
             Dinv = 1.0 / D if s.nv == 1 else spd_inverse(D)
+            if keep is not None:
+                Dinv = take(keep, s.rows)[:, None, None] * Dinv
             UDinv = Ia = None
             if li > 0:
                 UDinv = matmul(U, Dinv)
@@ -373,6 +386,55 @@ def forward_dynamics(
     v: Float[Array, " nv"],
     tau: Float[Array, " nv"],
     f_ext: Float[Array, "nb 6"] | None = None,
+    locked: Array | None = None,
 ) -> Float[Array, " nv"]:
-    """`aba(q, v, tau + joint_forces(q, v), f_ext)`: forward dynamics with passive forces."""
-    return aba(model, q, v, tau + joint_forces(model, q, v), f_ext)
+    """`aba(q, v, tau + joint_forces(q, v), f_ext)`: forward dynamics with passive forces.
+
+    **Locking** (Drake's `Joint::Lock`): `locked`, one bool per joint (body order), holds
+    those joints still: their `v` is taken as 0 and their `v̇` is 0, and the other joints
+    move with the dynamics of the model in which the locked joints are welds at `q` (equal
+    to `aba` on `reduced_model(model, locked joints, q)`; ABA with `D⁻¹ = 0` at the locked
+    joints). The mask is an array: locking and unlocking never retrace. `locking_forces`
+    gives the generalized forces that hold the locked joints.
+    """
+    if locked is None:
+        return aba(model, q, v, tau + joint_forces(model, q, v), f_ext)
+    _check_sizes(model, q=q, v=v, tau=tau)
+    model = astype(model, _dtype(q, v, tau, f_ext))
+    dof = _locked_dofs(model, locked)
+    v = jnp.where(dof, 0.0, v)
+    keep = jnp.where(jnp.asarray(locked), 0.0, 1.0).astype(v.dtype)
+    vdot = _aba_dispatch(model, q, v, tau + joint_forces(model, q, v), f_ext, keep)
+    return jnp.where(dof, 0.0, vdot)  # exact zeros (the sweep gives 0 · finite)
+
+
+def _locked_dofs(model: Model, locked) -> Array:
+    """The per-joint lock mask (nbodies,) as a per-DOF mask (nv,)."""
+    locked = jnp.asarray(locked)
+    if locked.shape != (model.nbodies,) or locked.dtype != jnp.bool_:
+        raise ValueError(
+            f"`locked` must be a bool array of shape ({model.nbodies},) (one per joint), "
+            f"got {locked.dtype} {locked.shape}"
+        )
+    return jnp.repeat(locked, np.asarray(model.topology.nvs), total_repeat_length=model.nv)
+
+
+@jit_unless_traced
+def locking_forces(
+    model: Model,
+    q: Float[Array, " nq"],
+    v: Float[Array, " nv"],
+    tau: Float[Array, " nv"],
+    locked: Array,
+    f_ext: Float[Array, "nb 6"] | None = None,
+) -> Float[Array, " nv"]:
+    """The generalized forces that hold the `locked` joints still under `forward_dynamics(
+    model, q, v, tau, f_ext, locked)`: `rnea(q, v₀, v̇, f_ext) − tau − joint_forces(q, v₀)` at
+    the locked joints' DOFs (with `v₀` the velocity with locked entries zeroed), 0 elsewhere.
+    Added to `tau`, they make the unlocked dynamics produce the same motion.
+    """
+    dof = _locked_dofs(model, locked)
+    v0 = jnp.where(dof, 0.0, v)
+    vdot = forward_dynamics(model, q, v0, tau, f_ext, locked)
+    held = rnea(model, q, v0, vdot, f_ext) - tau - joint_forces(model, q, v0)
+    return jnp.where(dof, held, 0.0)

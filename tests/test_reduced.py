@@ -25,6 +25,9 @@ LOCKS = {
 
 def close(a, b, what, tol=1e-9):
     a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, what
+    if a.size == 0:
+        return
     scale = max(1.0, float(np.abs(b).max()))
     assert np.abs(a - b).max() <= tol * scale, f"{what}: max |diff| {np.abs(a - b).max():.3g}"
 
@@ -132,3 +135,101 @@ def test_errors():
         jd.reduced_model(model, [1], q[:-1])
     with pytest.raises(ValueError, match="q_reference"):
         jd.reduced_model(model, [1], q.at[0].set(jnp.nan))
+
+
+# --------------------------------------------------------------------------------------------
+# locking in simulation: forward_dynamics(..., locked=mask)
+
+
+def _locking_case(nbodies=9, lock=(2, 5, 7)):
+    model = random_tree(3, nbodies=nbodies)  # a free root, then other joint classes
+    k = jax.random.split(jax.random.PRNGKey(0), 3)
+    q = model.random_configuration(k[0])
+    v, tau = (jax.random.normal(kk, (model.nv,)) for kk in k[1:])
+    locked = np.zeros(model.nbodies, bool)
+    locked[list(lock)] = True
+    return model, q, v, tau, jnp.asarray(locked)
+
+
+def test_locked_forward_dynamics_is_the_reduced_models():
+    """With `locked`, the free joints' `v̇` equals `forward_dynamics` of the reduced model
+    welded at `q`, the locked ones' is exactly 0 (whatever their `v`), and `locking_forces`
+    closes `rnea(q, v₀, v̇) = tau + joint_forces + locking forces` on every DOF."""
+    model, q, v, tau, locked = _locking_case()
+    names = [model.joint_names[i] for i in np.flatnonzero(locked)]
+    iq, iv = jd.reduced_indices(model, names)
+    fd = jax.jit(jd.forward_dynamics)
+    vdot = fd(model, q, v, tau, None, locked)
+    reduced = jd.reduced_model(model, names, q)
+    close(vdot[iv], jd.forward_dynamics(reduced, q[iq], v[iv], tau[iv]), "free joints")
+    assert np.all(np.delete(np.asarray(vdot), iv) == 0.0)
+    held = jd.locking_forces(model, q, v, tau, locked)
+    assert np.all(np.asarray(held)[iv] == 0.0) and np.abs(np.delete(np.asarray(held), iv)).max() > 0
+    v0 = jd.expand_velocity(model, names, v[iv])
+    close(jd.rnea(model, q, v0, vdot), tau + held + jd.joint_forces(model, q, v0), "balance")
+    # no lock: the plain dynamics
+    close(
+        fd(model, q, v, tau, None, jnp.zeros(model.nbodies, bool)),
+        jd.forward_dynamics(model, q, v, tau),
+        "nothing locked",
+    )
+
+
+def test_lock_and_unlock_without_retracing():
+    """The mask is an array: a jitted step traces once for any mask."""
+    model, q, v, tau, locked = _locking_case()
+    traces = []
+
+    @jax.jit
+    def step(locked):
+        traces.append(1)
+        return jd.forward_dynamics(model, q, v, tau, None, locked)
+
+    a, b = step(locked), step(~locked)
+    assert len(traces) == 1
+    assert np.all(np.asarray(a)[np.repeat(np.asarray(locked), model.topology.nvs)] == 0)
+    assert np.all(np.asarray(b)[np.repeat(~np.asarray(locked), model.topology.nvs)] == 0)
+
+
+def test_locked_gradients_and_batching():
+    """Gradients in `(q, v, tau)` through the locked dynamics with the rules on equal op-by-op autodiff; in
+    `tau` of the free joints they equal the reduced model's; `jd.batched` equals `vmap`."""
+    model, q, v, tau, locked = _locking_case(nbodies=5, lock=(2, 4))  # small: compiles
+    names = [model.joint_names[i] for i in np.flatnonzero(locked)]
+    iq, iv = jd.reduced_indices(model, names)
+    w = jnp.asarray(np.random.default_rng(0).normal(size=model.nv))
+
+    def make():
+        def loss(model, q, v, tau):
+            return jnp.sum(jnp.sin(jd.forward_dynamics(model, q, v, tau, None, locked)) * w)
+
+        return jax.jit(jax.grad(loss, argnums=(1, 2, 3)))
+
+    g_on = make()(model, q, v, tau)
+    with jd.differentiation_rules(False):
+        g_off = make()(model, q, v, tau)
+    for a, b in zip(jax.tree.leaves(g_on), jax.tree.leaves(g_off), strict=True):
+        close(a, b, "rules on/off", tol=1e-10)
+    reduced = jd.reduced_model(model, names, q)
+    g_red = jax.jit(
+        jax.grad(lambda t: jnp.sum(jnp.sin(jd.forward_dynamics(reduced, q[iq], v[iv], t)) * w[iv]))
+    )(tau[iv])
+    close(g_on[2][iv], g_red, "tau gradient")
+
+    n = 4
+    qs = jnp.stack([q] * n)
+    vs, taus = (x[None] * jnp.arange(1, n + 1)[:, None] for x in (v, tau))
+    axes = (None, 0, 0, 0, None, None)
+    ref = jax.jit(jax.vmap(jd.forward_dynamics, axes))(model, qs, vs, taus, None, locked)
+    got = jax.jit(jd.batched(jd.forward_dynamics, axes, chunk_size=2))(
+        model, qs, vs, taus, None, locked
+    )
+    close(got, ref, "batched")
+
+
+def test_lock_mask_errors():
+    model, q, v, tau, _ = _locking_case()
+    with pytest.raises(ValueError, match="locked"):
+        jd.forward_dynamics(model, q, v, tau, None, jnp.zeros(3, bool))
+    with pytest.raises(ValueError, match="locked"):
+        jd.forward_dynamics(model, q, v, tau, None, jnp.zeros(model.nbodies))
