@@ -106,6 +106,9 @@ from ._dynamics import (
     joint_forces as joint_forces,
 )
 from ._dynamics import (
+    locked_dofs as locked_dofs,
+)
+from ._dynamics import (
     locking_forces as locking_forces,
 )
 from ._dynamics import (

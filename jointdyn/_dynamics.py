@@ -395,21 +395,25 @@ def forward_dynamics(
     move with the dynamics of the model in which the locked joints are welds at `q` (equal
     to `aba` on `reduced_model(model, locked joints, q)`; ABA with `D⁻¹ = 0` at the locked
     joints). The mask is an array: locking and unlocking never retrace. `locking_forces`
-    gives the generalized forces that hold the locked joints.
+    gives the generalized forces that hold the locked joints. The returned `v̇` is zero at
+    locked DOFs, so a state whose locked velocities are zero keeps them zero; zero them when
+    locking (`locked_dofs`).
     """
     if locked is None:
         return aba(model, q, v, tau + joint_forces(model, q, v), f_ext)
     _check_sizes(model, q=q, v=v, tau=tau)
     model = astype(model, _dtype(q, v, tau, f_ext))
-    dof = _locked_dofs(model, locked)
+    dof = locked_dofs(model, locked)
     v = jnp.where(dof, 0.0, v)
     keep = jnp.where(jnp.asarray(locked), 0.0, 1.0).astype(v.dtype)
     vdot = _aba_dispatch(model, q, v, tau + joint_forces(model, q, v), f_ext, keep)
     return jnp.where(dof, 0.0, vdot)  # exact zeros (the sweep gives 0 · finite)
 
 
-def _locked_dofs(model: Model, locked) -> Array:
-    """The per-joint lock mask (nbodies,) as a per-DOF mask (nv,)."""
+def locked_dofs(model: Model, locked: Array) -> Array:
+    """The per-joint lock mask `locked` (nbodies,) as a per-DOF mask (nv,): zero a state's
+    velocity when locking, `v = jnp.where(locked_dofs(model, locked), 0.0, v)`, so that an
+    integrator keeps the locked joints where they are."""
     locked = jnp.asarray(locked)
     if locked.shape != (model.nbodies,) or locked.dtype != jnp.bool_:
         raise ValueError(
@@ -433,7 +437,7 @@ def locking_forces(
     the locked joints' DOFs (with `v₀` the velocity with locked entries zeroed), 0 elsewhere.
     Added to `tau`, they make the unlocked dynamics produce the same motion.
     """
-    dof = _locked_dofs(model, locked)
+    dof = locked_dofs(model, locked)
     v0 = jnp.where(dof, 0.0, v)
     vdot = forward_dynamics(model, q, v0, tau, f_ext, locked)
     held = rnea(model, q, v0, vdot, f_ext) - tau - joint_forces(model, q, v0)

@@ -226,6 +226,17 @@ def _reference_program(name):
 _COMPILED: dict = {}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _free_programs():
+    """Drop this module's compiled programs when it is done (gigabytes of executables would
+    otherwise stay alive in the test worker)."""
+    yield
+    _COMPILED.clear()
+    for fn in (_setup, _has_active_rule, _batch_setup, _batch_results, _batch_reference):
+        fn.cache_clear()
+    jax.clear_caches()
+
+
 def _rules_on(model_name: str, name: str):
     """Compiled `_rules_program` (rules on) for this model, cached."""
     key = ("on", model_name, name)
