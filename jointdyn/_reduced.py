@@ -43,20 +43,9 @@ def _locked_bodies(model: Model, locked_joints: Sequence[str | int]) -> np.ndarr
     return locked
 
 
-def _matrix(X: Transform) -> np.ndarray:
-    T = np.eye(4)
-    T[:3, :3] = np.asarray(X.R, np.float64)
-    T[:3, 3] = np.asarray(X.p, np.float64)
-    return T
-
-
-def _at(X: Transform, i: int) -> np.ndarray:
-    """Row `i` of a stacked `Transform`, as a 4×4 float64 matrix."""
-    return _matrix(Transform(X.R[i], X.p[i]))
-
-
-def _transform(T: np.ndarray) -> Transform:
-    return Transform(T[:3, :3], T[:3, 3])
+def _matrices(X: Transform) -> np.ndarray:
+    """Stacked `Transform` → (n, 4, 4) homogeneous matrices, float64 on the host."""
+    return np.asarray(X.as_matrix(), np.float64)
 
 
 def reduced_indices(
@@ -127,6 +116,7 @@ def reduced_model(
         )
     top = model.topology
     nb = model.nbodies
+    PF, BM, BF = (_matrices(X) for X in (model.X_PF, model.X_BM, model.X_BF))
     # s(i) and X_{s(i) i} for every body (identity for kept bodies)
     surv, T_S = np.arange(nb), [np.eye(4) for _ in range(nb)]
     for i, (joint, p) in enumerate(zip(model.joints, top.parents, strict=True)):
@@ -134,7 +124,7 @@ def reduced_model(
             continue
         o = top.q_offsets[i]
         X_FM = joint.X_FM(jnp.asarray(q_ref[o : o + joint.nq]))
-        T_PB = _at(model.X_PF, i) @ _matrix(X_FM) @ np.linalg.inv(_at(model.X_BM, i))
+        T_PB = PF[i] @ _matrices(X_FM) @ np.linalg.inv(BM[i])
         surv[i], T_S[i] = (-1, T_PB) if p < 0 else (surv[p], T_S[p] @ T_PB)
 
     def inertia(i: int) -> _Inertia:
@@ -152,7 +142,7 @@ def reduced_model(
     for i in np.flatnonzero(~locked):
         p = top.parents[i]
         parent = WORLD if p < 0 or surv[p] < 0 else top.body_names[surv[p]]
-        T_PF = (np.eye(4) if p < 0 else T_S[p]) @ _at(model.X_PF, i)
+        T_PF = (np.eye(4) if p < 0 else T_S[p]) @ PF[i]
         m = merged[i]
         b.add_body(
             top.body_names[i],
@@ -160,14 +150,14 @@ def reduced_model(
             parent,
             model.joints[i],
             joint_name=top.joint_names[i],
-            X_PF=_transform(T_PF),
-            X_BM=_transform(_at(model.X_BM, i)),
+            X_PF=Transform.from_matrix(T_PF),
+            X_BM=Transform.from_matrix(BM[i]),
         )
     for k, (name, body) in enumerate(zip(top.frame_names, top.frame_parents, strict=True)):
         if k < nb and not locked[k]:
             continue  # a kept body's own frame: made by the builder
-        T_BF = _at(model.X_BF, k)
+        T_BF = BF[k]
         if body >= 0 and locked[body]:
             T_BF, body = T_S[body] @ T_BF, surv[body]
-        b.add_frame(name, WORLD if body < 0 else top.body_names[body], _transform(T_BF))
+        b.add_frame(name, WORLD if body < 0 else top.body_names[body], Transform.from_matrix(T_BF))
     return astype(b.build(), jnp.result_type(model.X_PF.p))
