@@ -56,18 +56,9 @@ jax.config.update("jax_enable_x64", True)
 sys.path.insert(0, str(HERE))
 
 from _timing import _block, _calls_lasting  # noqa: E402
-from run import ROBOTS, ROBOTS_DIR  # noqa: E402
+from run import load_jointdyn as load  # noqa: E402
 
 import jointdyn as jd  # noqa: E402
-
-
-def load(name: str):
-    import warnings
-
-    rel, floating = ROBOTS[name]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # panda's mimic finger joint
-        return jd.load_urdf(str(ROBOTS_DIR / rel), floating_base=floating)
 
 
 def states(model, batch: int, seed: int = 0):

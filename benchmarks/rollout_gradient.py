@@ -30,7 +30,6 @@ import functools
 import platform
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import jax
@@ -44,7 +43,8 @@ import jointdyn as jd  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _timing import paired_ratio, time_call  # noqa: E402
-from run import ROBOTS, ROBOTS_DIR  # noqa: E402
+from run import ROBOTS  # noqa: E402
+from run import load_jointdyn as load_model  # noqa: E402
 
 
 def _parse() -> argparse.Namespace:
@@ -66,17 +66,6 @@ def _parse() -> argparse.Namespace:
     ap.add_argument("--out-dir", default=str(HERE / "results"))
     ap.add_argument("--no-write", action="store_true", help="print the table only")
     return ap.parse_args()
-
-
-def load_model(name: str) -> jd.Model:
-    """`ROBOTS[name]` from example-robot-data (`run.py`'s table and folder)."""
-    rel, floating = ROBOTS[name]
-    path = ROBOTS_DIR / rel
-    if not path.is_file():
-        raise SystemExit(f"example-robot-data file {path} is not installed")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # panda's mimic finger joint
-        return jd.load_urdf(str(path), floating_base=floating)
 
 
 def make_functions(dt: float, mode, batch: int):

@@ -195,14 +195,21 @@ class Robot:
         return self.model.nv
 
 
-def load_robot(name: str, nmax: int, threads: int, seed: int = 0) -> Robot:
+def load_jointdyn(name: str) -> jd.Model:
+    """jointdyn's model of `ROBOTS[name]` from example-robot-data (shared by the scripts)."""
     rel, floating = ROBOTS[name]
     path = ROBOTS_DIR / rel
     if not path.is_file():
         raise FileNotFoundError(f"example-robot-data file {path} is not installed")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # panda's mimic finger joint
-        model = jd.load_urdf(str(path), floating_base=floating)
+        return jd.load_urdf(str(path), floating_base=floating)
+
+
+def load_robot(name: str, nmax: int, threads: int, seed: int = 0) -> Robot:
+    rel, floating = ROBOTS[name]
+    path = ROBOTS_DIR / rel
+    model = load_jointdyn(name)
     if floating:
         pmodel = pin.buildModelFromUrdf(str(path), pin.JointModelFreeFlyer())
     else:
