@@ -23,8 +23,9 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 from jax import lax
-from jax.custom_derivatives import SymbolicZero
 from jax.extend import core as jex_core
+
+from ._autodiff import instantiate, is_zero
 
 _ELEMENTWISE = frozenset(
     """abs acos acosh add add_any and asin asinh atan atan2 atanh cbrt ceil clamp convert_element_type
@@ -231,11 +232,8 @@ def _custom_jvp_call(eqn, ins, B: int) -> list:
 
     def rule(primals, tangents):
         if not symbolic:
-            tangents = [
-                jax.numpy.zeros_like(x) if isinstance(t, SymbolicZero) else t
-                for x, t in zip(primals, tangents, strict=True)
-            ]
-        zeros = [isinstance(t, SymbolicZero) for t in tangents[nc:]]
+            tangents = [instantiate(t, x) for x, t in zip(primals, tangents, strict=True)]
+        zeros = [is_zero(t) for t in tangents[nc:]]
         jaxpr, consts, out_zeros = jvp_jaxpr_fun.call_wrapped(*zeros)
         args = list(zip(primals[nc:], bs[nc:], strict=True))
         args += [(t, b) for t, b, z in zip(tangents[nc:], bs[nc:], zeros, strict=True) if not z]
