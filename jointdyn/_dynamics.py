@@ -188,7 +188,7 @@ def _aba_dispatch(model, q, v, tau, f_ext, keep):
 
 
 def _aba(model: Model, q: Array, v: Array, tau: Array, f_ext: Array | None, keep=None) -> Array:
-    p, _, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext, keep)
+    p, _, fac, pA0, c, a0, _ = _aba_setup(model, q, v, f_ext, keep)
     return _aba_sweep(p, fac, pA0, c, tau, a0)
 
 
@@ -215,7 +215,7 @@ def _aba_jvp(primals, tangents):
     """
     model, q, v, tau, f_ext, keep = primals
     dmodel, dq, dv, dtau, df, _ = tangents  # the lock mask is piecewise constant
-    p, t, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext, keep)
+    p, t, fac, pA0, c, a0, I = _aba_setup(model, q, v, f_ext, keep)
     vdot = _aba_sweep(p, fac, pA0, c, tau, a0)
     rhs = None if is_zero(dtau) else dtau
     dr = partial_jvp(
@@ -225,7 +225,6 @@ def _aba_jvp(primals, tangents):
         rhs = -dr if rhs is None else rhs - dr
     if rhs is None:
         return vdot, jnp.zeros_like(vdot)
-    I = world_inertias(model, t.X_WB)
     dvdot = jax.lax.custom_linear_solve(
         lambda x: _mass_times(p, t, I, x),
         rhs,
@@ -247,7 +246,8 @@ _aba_rule.defjvp(_aba_jvp, symbolic_zeros=True)
 
 def _aba_setup(model: Model, q: Array, v: Array, f_ext: Array | None, keep=None):
     """ABA's q- and v-dependent inputs: the plan, `joint_terms`, articulated inertias, `p^A₀`,
-    `c`, `a₀`. `keep` (per body, 0.0 for a locked joint) zeroes locked joints' `D⁻¹`."""
+    `c`, `a₀`, and the world inertias. `keep` (per body, 0.0 for a locked joint) zeroes
+    locked joints' `D⁻¹`."""
     p = plan(model)
     t = joint_terms(model, q, v)
     I = world_inertias(model, t.X_WB)
@@ -257,7 +257,7 @@ def _aba_setup(model: Model, q: Array, v: Array, f_ext: Array | None, keep=None)
         pA0 = pA0 - fe
     c = t.cJ + motion_cross(t.V, t.vJ)
     fac = _articulated_inertias(p, t, I.as_matrix(), keep)
-    return p, t, fac, pA0, c, _base_acceleration(model, t.V.dtype)
+    return p, t, fac, pA0, c, _base_acceleration(model, t.V.dtype), I
 
 
 class _AbaSubset(NamedTuple):
