@@ -46,6 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._compile import jit_unless_traced
+from ._dtype import astype
 from ._dynamics import _aba_setup, _aba_sweep, _check_sizes, _rnea_forward
 from ._kinematics import (
     WorldInertia,
@@ -56,7 +58,6 @@ from ._kinematics import (
     joint_terms,
 )
 from ._linalg import cross, matmul, matvec
-from ._misc import astype, jit_unless_traced
 from ._model import Model
 from ._spatial import force_cross, force_cross_matrix, motion_cross, motion_cross_matrix, skew
 from ._traversal import Plan, plan, stacked_group, take

@@ -15,6 +15,8 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._autodiff import is_zero, partial_jvp, rules_enabled
+from ._compile import jit_unless_traced
+from ._dtype import astype
 from ._kinematics import (
     JointTerms,
     WorldInertia,
@@ -26,7 +28,6 @@ from ._kinematics import (
     world_inertias,
 )
 from ._linalg import add, cross, matmul, matvec, rmatvec, spd_inverse, sub
-from ._misc import astype, jit_unless_traced
 from ._model import Model
 from ._spatial import force_cross, motion_cross
 from ._traversal import gather, map_joints, plan, sum_to_parents, take

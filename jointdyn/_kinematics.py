@@ -24,8 +24,9 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._autodiff import rules_enabled
+from ._compile import accepts_packed, jit_unless_traced
+from ._dtype import astype
 from ._linalg import add, cross, inverse3, matmul, matvec, mul, rmatvec, sub
-from ._misc import accepts_packed, astype, jit_unless_traced
 from ._model import Model
 from ._spatial import Transform, motion_cross, skew
 from ._traversal import (

@@ -17,6 +17,7 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from ._joint import AbstractJoint
 from ._spatial import SpatialInertia, Transform
+from ._traversal import map_joints
 
 WORLD = "world"
 
@@ -133,15 +134,11 @@ class Model(eqx.Module):
     @eqx.filter_jit
     def neutral(self) -> Float[Array, " nq"]:
         """Concatenation of each joint's neutral configuration (every `X_FM` is identity)."""
-        from ._traversal import map_joints
-
         return map_joints(self, lambda j: j.neutral(), q_out=True)
 
     @eqx.filter_jit
     def _joint_param(self, name: str) -> Array:
         """The joints' `params.<name>` concatenated into a q- or v-sized vector."""
-        from ._traversal import map_joints
-
         q_sized = name in ("position_lower", "position_upper", "default_position")
         fn = lambda j: getattr(j.params, name)  # noqa: E731
         return map_joints(self, fn, q_out=q_sized, v_out=not q_sized)
@@ -153,15 +150,11 @@ class Model(eqx.Module):
     @eqx.filter_jit
     def integrate(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, " nq"]:
         """`q ⊕ v`, joint by joint."""
-        from ._traversal import map_joints
-
         return map_joints(self, lambda j, qj, vj: j.integrate(qj, vj), q=q, v=v, q_out=True)
 
     @eqx.filter_jit
     def difference(self, q0: Float[Array, " nq"], q1: Float[Array, " nq"]) -> Float[Array, " nv"]:
         """`q1 ⊖ q0`, joint by joint."""
-        from ._traversal import map_joints
-
         return map_joints(self, lambda j, a, b: j.difference(a, b), q=q0, q2=q1, v_out=True)
 
     def interpolate(self, q0: Array, q1: Array, t: ArrayLike) -> Float[Array, " nq"]:
@@ -170,8 +163,6 @@ class Model(eqx.Module):
 
     @eqx.filter_jit
     def normalize(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:
-        from ._traversal import map_joints
-
         return map_joints(self, lambda j, qj: j.normalize(qj), q=q, q_out=True)
 
     @eqx.filter_jit
@@ -179,8 +170,6 @@ class Model(eqx.Module):
         self, key: PRNGKeyArray, lower: ArrayLike | None = None, upper: ArrayLike | None = None
     ) -> Float[Array, " nq"]:
         """Joint-wise uniform samples within `[lower, upper]` (default: position limits)."""
-        from ._traversal import map_joints
-
         keys = jax.random.split(key, self.nbodies)
         lower = self.position_lower() if lower is None else jnp.asarray(lower)
         upper = self.position_upper() if upper is None else jnp.asarray(upper)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._misc import astype
+from ._dtype import astype
 from ._model import WORLD, Model, ModelBuilder
 from ._spatial import SpatialInertia, Transform
 from ._urdf import _Inertia

@@ -20,13 +20,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._linalg import add
-from ._model import Model, Topology
+
+if TYPE_CHECKING:  # types only: _model imports this module
+    from ._model import Model, Topology
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._misc import jit_unless_traced
+from ._compile import jit_unless_traced
 from ._model import Model
 
 

@@ -12,7 +12,7 @@ import pytest
 from trees import random_states, random_tree
 
 import jointdyn as jd
-from jointdyn import _misc
+from jointdyn import _compile
 
 jax.config.update("jax_enable_x64", True)
 
@@ -27,9 +27,9 @@ def batch():
 def test_compiler_options_known_here():
     """The pinned jaxlib knows the option; the dict is a copy the caller may change."""
     opts = jd.compiler_options()
-    assert opts == _misc.CPU_COMPILER_OPTIONS
+    assert opts == _compile.CPU_COMPILER_OPTIONS
     opts["xla_cpu_use_fusion_emitters"] = True
-    assert jd.compiler_options() == _misc.CPU_COMPILER_OPTIONS
+    assert jd.compiler_options() == _compile.CPU_COMPILER_OPTIONS
 
 
 def test_jit_equals_jax_jit(batch):
@@ -63,15 +63,15 @@ def test_jit_user_options_win_and_decorator(batch):
 
 
 def test_unknown_option_falls_back(monkeypatch):
-    monkeypatch.setattr(_misc, "CPU_COMPILER_OPTIONS", {"xla_no_such_option_here": True})
-    _misc._supported_options.cache_clear()
+    monkeypatch.setattr(_compile, "CPU_COMPILER_OPTIONS", {"xla_no_such_option_here": True})
+    _compile._supported_options.cache_clear()
     try:
         assert jd.compiler_options() == {}
         assert float(jd.jit(lambda x: 2 * x)(3.0)) == 6.0
     finally:
         monkeypatch.undo()
-        _misc._supported_options.cache_clear()
-    assert jd.compiler_options() == _misc.CPU_COMPILER_OPTIONS
+        _compile._supported_options.cache_clear()
+    assert jd.compiler_options() == _compile.CPU_COMPILER_OPTIONS
 
 
 def test_direct_call_uses_options(batch, monkeypatch):
@@ -82,10 +82,10 @@ def test_direct_call_uses_options(batch, monkeypatch):
 
     def recording_jit(fn):
         made.append(fn)
-        return _misc.jax.jit(fn, compiler_options=jd.compiler_options())
+        return _compile.jax.jit(fn, compiler_options=jd.compiler_options())
 
-    monkeypatch.setattr(_misc, "jit", recording_jit)
-    aba = _misc.jit_unless_traced(jd.aba.__wrapped__)
+    monkeypatch.setattr(_compile, "jit", recording_jit)
+    aba = _compile.jit_unless_traced(jd.aba.__wrapped__)
     jax.vmap(aba, (None, 0, 0, 0))(model, q, v, tau)
     assert made == []
     got = aba(model, q[0], v[0], tau[0])
