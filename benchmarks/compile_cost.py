@@ -38,7 +38,9 @@ HERE = Path(__file__).resolve().parent
 
 def _parse() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--robot", default="talos", help="example-robot-data robot (run.py's names)")
+    ap.add_argument(
+        "--robot", default="talos", help="example-robot-data robot (_robots.ROBOTS's names)"
+    )
     ap.add_argument("--alg", default="aba", choices=("aba", "rnea", "crba"))
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--phase", default="xla", choices=("xla", "lower"))
@@ -54,12 +56,16 @@ def _child(a: argparse.Namespace) -> None:
         sys.path.insert(0, a.jointdyn)
     sys.path.insert(1, str(HERE))
     import jax
-    import jax.numpy as jnp
-    import run as R  # benchmarks/run.py: robots and states
 
-    jd = R.jd
-    robot = R.load_robot(a.robot, a.batch, 1)
-    args = R.jd_args(robot, a.alg, a.batch, jnp.float64)
+    jax.config.update("jax_enable_x64", True)  # float64, as run.py
+    import jax.numpy as jnp
+    from _jointdyn import jd_args
+    from _robots import load_robot
+
+    import jointdyn as jd
+
+    robot = load_robot(a.robot, a.batch, 1)
+    args = jd_args(robot, a.alg, a.batch, jnp.float64)
     fn = jax.vmap(getattr(jd, a.alg), (None,) + (0,) * (len(args) - 1))
     jax.jit(lambda x: x + 1)(1.0)  # start the backend outside the measured phase
     pid = str(os.getpid())
@@ -95,7 +101,7 @@ def main() -> None:
     cmd += ["--batch", str(a.batch), "--phase", a.phase]
     if a.jointdyn:
         cmd += ["--jointdyn", a.jointdyn]
-    p = subprocess.run(cmd, capture_output=True, text=True)  # run.py turns on float64 itself
+    p = subprocess.run(cmd, capture_output=True, text=True)  # the child turns on float64 itself
     refs = re.findall(r"Collected\s*:\s*(\d+)", p.stderr)
     if p.returncode != 0 or not refs:
         sys.exit(f"valgrind run failed (exit {p.returncode}):\n{p.stderr[-3000:]}")

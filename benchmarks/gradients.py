@@ -55,8 +55,8 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 sys.path.insert(0, str(HERE))
 
+from _robots import load_jointdyn as load  # noqa: E402
 from _timing import _block, _calls_lasting  # noqa: E402
-from run import load_jointdyn as load  # noqa: E402
 
 import jointdyn as jd  # noqa: E402
 

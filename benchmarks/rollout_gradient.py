@@ -42,9 +42,9 @@ import jointdyn as jd  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from _robots import ROBOTS  # noqa: E402
+from _robots import load_jointdyn as load_model  # noqa: E402
 from _timing import paired_ratio, time_call  # noqa: E402
-from run import ROBOTS  # noqa: E402
-from run import load_jointdyn as load_model  # noqa: E402
 
 
 def _parse() -> argparse.Namespace:
