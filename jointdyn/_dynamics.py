@@ -297,9 +297,12 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array, keep=None) -> list[list[
             S = take(S_L[s.cls], s.class_rows)
             U = matmul(IAs, S)
             D = matmul(jnp.swapaxes(S, 1, 2), U)
+            if keep is not None:  # a locked joint may move no inertia (D = 0): invert 1
+                k = take(keep, s.rows)[:, None, None]
+                D = jnp.where(k > 0, D, jnp.eye(s.nv, dtype=D.dtype))
             Dinv = 1.0 / D if s.nv == 1 else spd_inverse(D)
             if keep is not None:
-                Dinv = take(keep, s.rows)[:, None, None] * Dinv
+                Dinv = k * Dinv
             UDinv = Ia = None
             if li > 0:
                 UDinv = matmul(U, Dinv)

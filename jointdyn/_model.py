@@ -8,6 +8,7 @@ hashable `Topology`.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import equinox as eqx
 import jax
@@ -16,6 +17,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from ._joint import AbstractJoint
+from ._model_checks import singular_mass_matrix
 from ._spatial import SpatialInertia, Transform
 from ._traversal import map_joints
 
@@ -269,12 +271,17 @@ class ModelBuilder:
         joint_name: str | None = None,
         X_PF: Transform | None = None,
         X_BM: Transform | None = None,
+        *,
+        check_inertia: bool = True,
     ) -> int:
         """Add body `name` hanging from `parent` (a body name, index, or "world") by `joint`.
 
         **Arguments:** `inertia` about the body origin in body axes; `X_PF` pose of the joint's
         inboard frame F in the parent; `X_BM` pose of its outboard frame M in the new body
-        (both default to identity). **Returns:** the body's index.
+        (both default to identity); `check_inertia=False` accepts a rotational inertia that no
+        body has (not positive semi-definite, or breaking the triangle inequality), as
+        Pinocchio does; shapes, finiteness and a non-negative mass are always checked.
+        **Returns:** the body's index.
         """
         if name in self._names_in_use():
             raise ValueError(f"body name {name!r} is already used")
@@ -287,7 +294,7 @@ class ModelBuilder:
         jname = joint_name or f"{name}_joint"
         if jname in {b["joint_name"] for b in self._bodies}:
             raise ValueError(f"joint name {jname!r} is already used")
-        _check_inertia(inertia, name)
+        _check_inertia(inertia, name, physical=check_inertia)
         self._bodies.append(
             dict(
                 name=name,
@@ -310,7 +317,19 @@ class ModelBuilder:
         )
         return len(self._bodies) + len(self._frames) - 1
 
-    def build(self) -> Model:
+    def build(self, *, singular: str = "raise") -> Model:
+        """The `Model`.
+
+        A joint that moves bodies with no mass and no rotational inertia about it, or joints
+        that move along the same directions, make the mass matrix singular: `aba` would divide
+        by zero. With `singular="raise"` (default) that is a `ValueError` naming the joints and
+        bodies; with `"warn"` a `UserWarning` and the model is built (kinematics, `rnea` and
+        `crba` are fine; lock those joints, `forward_dynamics(..., locked=...)` or
+        `reduced_model`, to simulate). Checked at a generic configuration, so a model singular
+        only at special configurations builds.
+        """
+        if singular not in ("raise", "warn"):
+            raise ValueError(f'`singular` must be "raise" or "warn", got {singular!r}')
         if not self._bodies:
             raise ValueError("a model needs at least one body")
         b = self._bodies
@@ -335,7 +354,7 @@ class ModelBuilder:
             )
             for x in b
         ]
-        return Model(
+        model = Model(
             joints=tuple(x["joint"] for x in b),
             X_PF=stack([x["X_PF"] for x in b]),
             X_BM=stack([x["X_BM"] for x in b]),
@@ -344,10 +363,23 @@ class ModelBuilder:
             gravity=jnp.asarray(self._gravity, jnp.result_type(float)),
             topology=topology,
         )
+        problem = singular_mass_matrix(model)
+        if problem is not None:
+            advice = (
+                "lock these joints to simulate (forward_dynamics(..., locked=...) or reduced_model)"
+            )
+            if singular == "raise":
+                raise ValueError(
+                    f"{problem}. Give the bodies an inertia, weld the joint, or build with "
+                    f'singular="warn" and {advice}'
+                )
+            warnings.warn(f"{problem}; {advice}", UserWarning, stacklevel=3)
+        return model
 
 
-def _check_inertia(inertia: SpatialInertia, name: str) -> None:
-    """`ValueError` for a negative/non-finite mass, a misshapen or non-physical rotational inertia."""
+def _check_inertia(inertia: SpatialInertia, name: str, physical: bool = True) -> None:
+    """`ValueError` for a negative/non-finite mass, a misshapen or (with `physical`) a
+    non-physical rotational inertia."""
     m = np.asarray(inertia.mass, dtype=float)
     c = np.asarray(inertia.com, dtype=float)
     I = np.asarray(inertia.inertia, dtype=float)
@@ -357,6 +389,8 @@ def _check_inertia(inertia: SpatialInertia, name: str) -> None:
         raise ValueError(f"inertia of body {name!r} has non-finite values")
     if m < 0:
         raise ValueError(f"body {name!r} has negative mass {float(m)}")
+    if not physical:
+        return
     eps = (
         float(np.finfo(np.asarray(inertia.inertia).dtype).eps)
         if np.issubdtype(np.asarray(inertia.inertia).dtype, np.floating)

@@ -23,7 +23,8 @@ Conventions (the "Model" section of DESIGN.md):
 - A fixed joint makes no body: the child link's inertia is added to the nearest moving
   ancestor body and the link stays a frame on that body. Fixed to the world, the inertia is
   dropped (as Pinocchio does). Every link is a frame of the model, under its own name.
-- `<mimic>` loads as an independent joint with a `UserWarning` (Pinocchio's default).
+- `<mimic>` loads as an independent joint (Pinocchio's default), with one `UserWarning` per
+  model listing every mimic joint.
   Visual, collision, material, gazebo, transmission and other non-dynamic elements are skipped.
 
 Malformed input raises `ValueError` naming the link or joint at fault. Rotational inertias are
@@ -101,7 +102,9 @@ class _Body:
 # entry point
 
 
-def load_urdf(path_or_xml: str | os.PathLike, floating_base: bool = False) -> Model:
+def load_urdf(
+    path_or_xml: str | os.PathLike, floating_base: bool = False, *, check_inertia: bool = True
+) -> Model:
     """Load a URDF robot as a `Model` (conventions in this module's docstring).
 
     **Arguments:**
@@ -109,11 +112,22 @@ def load_urdf(path_or_xml: str | os.PathLike, floating_base: bool = False) -> Mo
     - `path_or_xml`: a file path, or the URDF text itself (a string starting with `<`).
     - `floating_base`: attach the root link to the world by a `Free` joint named `root_joint`
       (`q = [qw, qx, qy, qz, x, y, z]`) instead of welding it.
+    - `check_inertia`: with `True`, a body whose rotational inertia no rigid body has (not
+      positive semi-definite, or principal moments breaking the triangle inequality
+      `I1 + I2 >= I3`) raises `ValueError`, as Drake and MuJoCo refuse it. With `False`, the
+      robot loads as Pinocchio loads it, inertias as written, with one `UserWarning` listing
+      every such link (dynamics stay computable as long as the mass matrix is positive
+      definite; energies and contact responses of such a body are not physical).
 
     **Returns:** the `Model`; its bodies are the links moved by non-fixed joints, its frames
     are all links.
 
-    **Raises:** `ValueError` naming the element at fault for malformed input.
+    **Raises:** `ValueError` naming the element at fault for malformed input. A joint that
+    moves links with no mass and no inertia (romeo's fingers) loads with a `UserWarning`
+    naming it: the mass matrix is singular, `aba` would divide by zero; lock such joints to
+    simulate (`ModelBuilder.build(singular=...)`).
+
+    `<mimic>` joints load as independent joints, with one `UserWarning` listing them all.
     """
     robot = _read_robot(path_or_xml)
     links: dict[str, _Inertia] = {}
@@ -125,13 +139,14 @@ def load_urdf(path_or_xml: str | os.PathLike, floating_base: bool = False) -> Mo
     if not links:
         raise ValueError(f"robot {robot.get('name')!r} has no <link>")
     joints = [_parse_joint(element, i) for i, element in enumerate(robot.findall("joint"))]
-    for j in joints:
-        if j.mimic is not None:
-            warnings.warn(
-                f"joint {j.name!r} mimics joint {j.mimic!r}: it is loaded as an independent joint",
-                UserWarning,
-                stacklevel=2,
-            )
+    mimics = [f"{j.name!r} (mimics {j.mimic!r})" for j in joints if j.mimic is not None]
+    if mimics:
+        warnings.warn(
+            f"{len(mimics)} <mimic> joint(s) loaded as independent joints (Pinocchio's default): "
+            + ", ".join(mimics),
+            UserWarning,
+            stacklevel=2,
+        )
     root = _check_tree(links, joints)
     bodies, frames = _flatten(root, links, joints, floating_base)
     if not bodies:
@@ -140,15 +155,38 @@ def load_urdf(path_or_xml: str | os.PathLike, floating_base: bool = False) -> Mo
             "(load it with floating_base=True to let the root link move)"
         )
     builder = ModelBuilder()
+    invalid = []
     for b in bodies:
-        _check_body_inertia(b)
+        try:
+            _check_body_inertia(b)
+        except ValueError as e:
+            if check_inertia:
+                raise ValueError(
+                    f"{e}. To load the robot anyway, inertias as written (as Pinocchio does), "
+                    "pass check_inertia=False"
+                ) from None
+            invalid.append(str(e))
         inertia = SpatialInertia(b.inertia.mass, b.inertia.com, b.inertia.I)
         builder.add_body(
-            b.name, inertia, b.parent, b.joint, b.joint_name, _transform(b.X_PF), _transform(b.X_BM)
+            b.name,
+            inertia,
+            b.parent,
+            b.joint,
+            b.joint_name,
+            _transform(b.X_PF),
+            _transform(b.X_BM),
+            check_inertia=check_inertia,
+        )
+    if invalid:
+        warnings.warn(
+            f"check_inertia=False: {len(invalid)} link(s) with a rotational inertia that no rigid "
+            "body has, loaded as written: " + "; ".join(invalid),
+            UserWarning,
+            stacklevel=2,
         )
     for name, parent, X in frames:
         builder.add_frame(name, parent, _transform(X))
-    return builder.build()
+    return builder.build(singular="warn")
 
 
 def _read_robot(path_or_xml: str | os.PathLike) -> ET.Element:
