@@ -38,6 +38,60 @@ _SAME_AXES = frozenset(
     "cumsum cumprod cummax cummin cumlogsumexp squeeze split unstack rev".split()
 )
 
+_SCATTER = frozenset(
+    "dimension_numbers indices_are_sorted unique_indices mode update_jaxpr update_consts".split()
+)
+#: The parameters each rule below reads or rewrites, as JAX 0.8–0.10 name them. A parameter
+#: not listed here may change what an axis means: `batch_last` then raises instead of
+#: guessing (a JAX upgrade fails loudly, not with wrong numbers). Elementwise primitives and
+#: calls (`jit`, `pjit`) carry no axis parameters and are not checked.
+_KNOWN_PARAMS: dict[str, frozenset] = {
+    "broadcast_in_dim": frozenset({"shape", "broadcast_dimensions", "sharding"}),
+    "reshape": frozenset({"new_sizes", "dimensions", "sharding"}),
+    "slice": frozenset({"start_indices", "limit_indices", "strides"}),
+    "concatenate": frozenset({"dimension"}),
+    "stack": frozenset({"axis"}),
+    "pad": frozenset({"padding_config"}),
+    "transpose": frozenset({"permutation"}),
+    "dynamic_update_slice": frozenset(),
+    "dynamic_slice": frozenset({"slice_sizes"}),
+    "gather": frozenset(
+        "dimension_numbers slice_sizes indices_are_sorted unique_indices mode fill_value".split()
+    ),
+    "scatter-add": _SCATTER,
+    "scatter_add": _SCATTER,
+    "scatter": _SCATTER,
+    "dot_general": frozenset(
+        {"dimension_numbers", "precision", "preferred_element_type", "out_sharding"}
+    ),
+    "custom_jvp_call": frozenset({"call_jaxpr", "jvp_jaxpr_fun", "num_consts", "symbolic_zeros"}),
+    "custom_linear_solve": frozenset({"const_lengths", "jaxprs"}),
+    **{n: frozenset({"axes", "out_sharding"}) for n in "reduce_sum reduce_max reduce_min".split()},
+    **{n: frozenset({"axes", "out_sharding"}) for n in "reduce_prod reduce_and reduce_or".split()},
+    "argmax": frozenset({"axes", "index_dtype"}),
+    "argmin": frozenset({"axes", "index_dtype"}),
+    **{n: frozenset({"axis", "reverse"}) for n in _SAME_AXES if n.startswith("cum")},
+    "squeeze": frozenset({"dimensions"}),
+    "split": frozenset({"sizes", "axis"}),
+    "unstack": frozenset({"axis"}),
+    "rev": frozenset({"dimensions"}),
+}
+
+
+def _check_params(eqn) -> None:
+    """`NotImplementedError` for a parameter that `_rule` does not know (see `_KNOWN_PARAMS`)."""
+    known = _KNOWN_PARAMS.get(eqn.primitive.name)
+    if known is None:
+        return
+    unknown = sorted(set(eqn.params) - known)
+    if unknown:
+        raise NotImplementedError(
+            f"batch_last: primitive {eqn.primitive.name!r} has parameter(s) {unknown} that this "
+            f"version of jointdyn does not know (JAX {jax.__version__} is newer than the JAX "
+            "jointdyn was tested with?). Use jax.vmap, or jd.batched(..., layout='batch_first'), "
+            "and please report it."
+        )
+
 
 def batch_last(fn: Callable, in_axes: int | None | Sequence[int | None] = -1) -> Callable:
     """`jax.vmap(fn, in_axes, out_axes=-1)` for mapped axes that are the last axis.
@@ -142,6 +196,7 @@ def _eval(jaxpr, consts, args, B: int):
 
 
 def _rule(eqn, ins, B: int) -> list:
+    _check_params(eqn)
     name = eqn.primitive.name
     p = dict(eqn.params)
     bind = eqn.primitive.bind

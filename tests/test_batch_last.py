@@ -212,3 +212,22 @@ def test_batched_mapped_external_forces_and_models():
     got = jax.jit(jd.batched(jd.rnea, 0, chunk_size=4, layout="batch_last"))(models, q, v, u)
     ref = jax.jit(jax.vmap(jd.rnea))(models, q, v, u)
     np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_unknown_primitive_parameter_fails_loudly():
+    """A primitive parameter that batch_last does not know (a JAX upgrade) raises a clear
+    error instead of being carried over with a possibly wrong meaning."""
+
+    def f(x):
+        return x[1:3] * 2.0
+
+    jaxpr = jax.make_jaxpr(f)(jnp.zeros(4)).jaxpr
+    (eqn,) = [e for e in jaxpr.eqns if e.primitive.name == "slice"]
+    x = jnp.arange(8.0).reshape(4, 2)
+    out = bl._rule(eqn, [(x, True)], 2)  # the known parameters: slice rows 1:3 of each sample
+    np.testing.assert_array_equal(out[0][0], x[1:3])
+    odd = eqn.replace(params={**eqn.params, "axis_semantics": "new"})
+    with pytest.raises(
+        NotImplementedError, match=r"'slice' has parameter\(s\) \['axis_semantics'\]"
+    ):
+        bl._rule(odd, [(x, True)], 2)
