@@ -179,8 +179,7 @@ def _eval(jaxpr, consts, args, B: int):
     for eqn in jaxpr.eqns:
         ins = [read(v) for v in eqn.invars]
         if not any(b for _, b in ins):
-            params = eqn.primitive.get_bind_params(eqn.params)
-            out = eqn.primitive.bind(*[x for x, _ in ins], **params)
+            out = _bind_as_traced(eqn, *[x for x, _ in ins])
             outs = [(o, False) for o in (out if eqn.primitive.multiple_results else [out])]
         else:
             outs = _rule(eqn, ins, B)
@@ -409,12 +408,21 @@ def _batched_contraction(lhs, rhs, dimension_numbers):
     return lax.transpose(out, (*range(1, n_out), 0))
 
 
+def _bind_as_traced(eqn, *args):
+    """Bind `eqn`'s primitive again as it was traced. `get_bind_params` returns the bind
+    parameters (JAX 0.9.1 and later) or `(subfuns, params)` (earlier JAX)."""
+    params = eqn.primitive.get_bind_params(eqn.params)
+    subfuns = []
+    if isinstance(params, tuple):
+        subfuns, params = params
+    return eqn.primitive.bind(*subfuns, *args, **params)
+
+
 def _fallback(eqn, ins) -> list:
     """`eqn` under `jax.vmap`, each batched input's last axis moved first and back."""
-    params = eqn.primitive.get_bind_params(eqn.params)
 
     def f(*xs):
-        return eqn.primitive.bind(*xs, **params)
+        return _bind_as_traced(eqn, *xs)
 
     xs = [jax.numpy.moveaxis(x, -1, 0) if b else x for x, b in ins]
     out = jax.vmap(f, in_axes=[0 if b else None for _, b in ins])(*xs)
