@@ -48,20 +48,16 @@ def _evaluate(joint, q, q1, v, vdot, F):
     out["X(q1)"] = joint.X_FM(q1).as_matrix()
     out["X_FM(neutral)"] = joint.X_FM(joint.neutral()).as_matrix()
 
-    # Velocity: V_FM = H_FM v, and the derivative of the pose along q̇ = N(q) v.
-    out["V_FM"] = V = joint.V_FM(q, v)
-    out["H_FM v"] = joint.H_FM(q) @ v
+    # Velocity: V_FM and the derivative of the pose along q̇ = N(q) v.
+    out["V_FM"] = joint.V_FM(q, v)
+    out["H_FM"] = joint.H_FM(q)
     qdot = joint.qdot_from_v(q, v)
     _, dX = jax.jvp(joint.X_FM, (q,), (qdot,))
     out["dR R^T"] = dX.R @ X.R.T
     out["[w; dp] along N v"] = jnp.concatenate([vee(dX.R @ X.R.T), dX.p])
     out["v_from_qdot(qdot_from_v)"] = joint.v_from_qdot(q, qdot)
 
-    # Acceleration: the time derivative of V_FM(q(t), v(t)) along q̇ = N(q) v, v̇ = vdot ...
-    out["A_FM"] = joint.A_FM(q, v, vdot)
-    out["dV_FM/dt"] = jax.jvp(joint.V_FM, (q, v), (qdot, vdot))[1]
-
-    # ... and, independently of H_FM, the first and second derivatives of the pose along
+    # Acceleration; and, independently of H_FM, the first and second derivatives of the pose along
     # q(t) = q ⊕ (t v + ½ t² vdot), whose velocity is v + t vdot to first order.
     def pose(t):
         Xt = joint.X_FM(joint.integrate(q, t * v + 0.5 * t**2 * vdot))
@@ -76,9 +72,8 @@ def _evaluate(joint, q, q1, v, vdot, F):
     # d/dt(Ṙ Rᵀ) = R̈ Rᵀ + Ṙ Ṙᵀ and the second term is symmetric.
     out["[dw; ddp] along integrate"] = jnp.concatenate([vee(ddR @ X.R.T), ddp])
 
-    # Power: (H_FMᵀ F)·v = F·(H_FM v).
-    out["tau . v"] = joint.project_force(q, F) @ v
-    out["F . V_FM"] = F @ V
+    out["A_FM"] = joint.A_FM(q, v, vdot)
+    out["project_force(F)"] = joint.project_force(q, F)
 
     # Configuration space.
     q_next = joint.integrate(q, v)
@@ -104,6 +99,30 @@ def _evaluate(joint, q, q1, v, vdot, F):
     return out
 
 
+#: Central-difference step for the float64 references below: truncation ~h², rounding
+#: ~1e-16/h, both near 1e-10.
+FD_STEP = 1e-5
+
+
+def _finite_differences(joint, q, v, vdot):
+    """float64 references by central differences, independent of `H_FM` and of autodiff:
+
+    - `H_FM` column k: `[vee(Ṙ Rᵀ); ṗ]` of the pose along `q ⊕ t e_k` (the motion at unit
+      velocity `e_k`), from `X_FM(q ⊕ ±h e_k)`;
+    - `A_FM`: the rate of change of `V_FM(q ⊕ t v, v + t vdot)`, from `t = ±h`.
+    """
+    h = FD_STEP
+    X = joint.X_FM(q)
+    steps = jnp.concatenate([h * jnp.eye(joint.nv), -h * jnp.eye(joint.nv)])
+    Xs = jax.vmap(lambda d: joint.X_FM(joint.integrate(q, d)))(steps)
+    dR = (Xs.R[: joint.nv] - Xs.R[joint.nv :]) / (2 * h)
+    dp = (Xs.p[: joint.nv] - Xs.p[joint.nv :]) / (2 * h)
+    w = jax.vmap(lambda D: vee(D @ X.R.T))(dR)
+    H = jnp.concatenate([w, dp], 1).T.reshape(6, joint.nv)
+    V = jax.vmap(lambda t: joint.V_FM(joint.integrate(q, t * v), v + t * vdot))(jnp.array([h, -h]))
+    return H, (V[0] - V[1]) / (2 * h)
+
+
 def _fit(joint, R, p):
     """`X_FM(q_from_X_FM(X))` and the manifold residual of the fitted `q` (vmapped below)."""
     q_fit = joint.q_from_X_FM(jd.Transform(R, p))
@@ -126,9 +145,24 @@ def _results(name: str, dtype: str) -> dict:
     return r
 
 
-def _check(name, dtype, a, b, scale=1.0):
+@functools.cache
+def _differences(name: str, dtype: str) -> dict:
+    """`_finite_differences` (float64) at the states of `_results(name, dtype)`."""
     r = _results(name, dtype)
-    t = tol(DTYPES[dtype])
+    joint = make_joint(name)
+    fd = [
+        _finite_differences(joint, *(jnp.asarray(r[k][i], jnp.float64) for k in ("q", "v", "vdot")))
+        for i in range(NSTATES)
+    ]
+    return {
+        "H_FM by differences": np.stack([np.asarray(H) for H, _ in fd]),
+        "A_FM by differences": np.stack([np.asarray(A) for _, A in fd]),
+    }
+
+
+def _check(name, dtype, a, b, scale=1.0, t=None):
+    r = _results(name, dtype)
+    t = t or tol(DTYPES[dtype])
     x, y = (r[k] if isinstance(k, str) else k for k in (a, b))
     what = " vs ".join(k if isinstance(k, str) else "expected" for k in (a, b))
     assert_tree_allclose(x, y, rtol=t["rtol"] * scale, atol=t["atol"] * scale, what=what)
@@ -148,10 +182,18 @@ def test_X_FM_matches_design(name, dtype):
     _check(name, dtype, "X(q)", expected)
 
 
+def _fd_tol(dtype) -> dict:
+    """Against the float64 central differences: their error (~1e-10), or float32 rounding."""
+    return tol(DTYPES[dtype]) if dtype == "f32" else dict(rtol=1e-8, atol=1e-8)
+
+
 @parametrize_dtypes
 @parametrize_joints
-def test_velocity_is_hinge_times_v(name, dtype):
-    _check(name, dtype, "V_FM", "H_FM v")
+def test_hinge_is_pose_derivative_by_finite_differences(name, dtype):
+    """Column k of `H_FM(q)` is the spatial velocity of the motion `q ⊕ t e_k` (central
+    differences of `X_FM`, float64)."""
+    expected = _differences(name, dtype)["H_FM by differences"]
+    _check(name, dtype, "H_FM", expected, t=_fd_tol(dtype))
 
 
 @parametrize_dtypes
@@ -169,14 +211,22 @@ def test_velocity_is_pose_derivative(name, dtype):
 @parametrize_dtypes
 @parametrize_joints
 def test_acceleration_is_velocity_derivative(name, dtype):
-    _check(name, dtype, "A_FM", "dV_FM/dt")
+    """`A_FM` is the rate of change of `V_FM` along the motion (central differences), and the
+    second derivative of the pose (autodiff of `X_FM`, independent of `H_FM`)."""
+    expected = _differences(name, dtype)["A_FM by differences"]
+    _check(name, dtype, "A_FM", expected, t=_fd_tol(dtype))
     _check(name, dtype, "A_FM", "[dw; ddp] along integrate", scale=10)
 
 
 @parametrize_dtypes
 @parametrize_joints
-def test_power_identity(name, dtype):
-    _check(name, dtype, "tau . v", "F . V_FM")
+def test_project_force_is_virtual_work(name, dtype):
+    """`project_force(q, F)[k]` is the power of `F` on the motion `q ⊕ t e_k` (virtual
+    work), with that motion's velocity from central differences of `X_FM`."""
+    r = _results(name, dtype)
+    H = _differences(name, dtype)["H_FM by differences"]
+    expected = np.einsum("sxk,sx->sk", H, r["F"])
+    _check(name, dtype, "project_force(F)", expected, t=_fd_tol(dtype))
 
 
 @parametrize_dtypes
@@ -196,7 +246,6 @@ def test_neutral_is_identity(name, dtype):
     _check(name, dtype, r["X_FM(neutral)"], np.broadcast_to(np.eye(4), r["X_FM(neutral)"].shape))
     joint = make_joint(name, DTYPES[dtype])
     assert joint.neutral().shape == (joint.nq,)
-    assert_tree_allclose(joint.params.default_position, joint.neutral(), what="default_position")
 
 
 @parametrize_dtypes
