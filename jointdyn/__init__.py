@@ -8,6 +8,7 @@ from ._batching import (
 )
 from ._bundled import (
     list_models,
+    load_contact,
     load_model,
 )
 from ._compile import (
@@ -15,6 +16,12 @@ from ._compile import (
     jit,
 )
 from ._composite import Composite
+from ._contact import (
+    GroundContact,
+    contact_forces,
+    contact_point_forces,
+    contact_points_from_urdf,
+)
 from ._derivatives import (
     ABADerivatives,
     aba_derivatives,
@@ -70,6 +77,12 @@ from ._model import (
     ModelBuilder,
     Topology,
 )
+from ._mujoco import (
+    from_mujoco,
+    from_mujoco_state,
+    load_mjcf,
+    to_mujoco_state,
+)
 from ._packed import (
     PackedModel,
     pack,
@@ -81,6 +94,12 @@ from ._reduced import (
     reduced_model,
 )
 from ._scan import checkpointed_scan
+from ._simulation import (
+    Trajectory,
+    rollout,
+    step,
+    vector_field,
+)
 from ._spatial import (
     SpatialInertia,
     Transform,
@@ -97,6 +116,15 @@ from ._velocity_bounds import body_velocity_bounds
 __version__ = "0.1.0"
 
 __all__ = [
+    "GroundContact",
+    "load_contact",
+    "contact_forces",
+    "contact_point_forces",
+    "contact_points_from_urdf",
+    "Trajectory",
+    "rollout",
+    "step",
+    "vector_field",
     "SpatialInertia",
     "Transform",
     "force_cross",
@@ -128,6 +156,10 @@ __all__ = [
     "PackedModel",
     "pack",
     "load_urdf",
+    "load_mjcf",
+    "from_mujoco",
+    "from_mujoco_state",
+    "to_mujoco_state",
     "list_models",
     "load_model",
     "Kinematics",

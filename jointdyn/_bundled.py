@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.resources
 
+from ._contact import GroundContact, contact_points_from_urdf
 from ._model import Model
 from ._urdf import load_urdf
 
@@ -36,7 +37,20 @@ def load_model(name: str) -> Model:
 
     **Raises:** `ValueError` listing the bundled names when `name` is not one of them.
     """
+    return load_urdf(_urdf_text(name), floating_base=_MODELS[name])
+
+
+def load_contact(name: str, model: Model | None = None, **params) -> GroundContact:
+    """The ground contact of bundled model `name` from its URDF's `<collision>` spheres (the
+    feet of `quadruped` and `humanoid`), with `GroundContact`'s force-law `params`.
+
+    **Raises:** `ValueError` for an unknown name or a model without contact spheres.
+    """
+    model = load_model(name) if model is None else model
+    return GroundContact(model, *contact_points_from_urdf(_urdf_text(name), model), **params)
+
+
+def _urdf_text(name: str) -> str:
     if name not in _MODELS:
         raise ValueError(f"no bundled model {name!r}; bundled models are {list_models()}")
-    text = importlib.resources.files("jointdyn").joinpath("models", f"{name}.urdf").read_text()
-    return load_urdf(text, floating_base=_MODELS[name])
+    return importlib.resources.files("jointdyn").joinpath("models", f"{name}.urdf").read_text()
