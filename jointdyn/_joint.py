@@ -82,9 +82,15 @@ class JointParams(eqx.Module):
     """Physical parameters of a joint, all differentiable array leaves.
 
     Sizes: `position_lower`, `position_upper`, `default_position`, `stop_stiffness`,
-    `stop_damping` have nq entries (one per coordinate); `velocity_limit`,
-    `acceleration_limit`, `effort_limit`, `damping`, `friction` have nv entries.
-    Limits default to ±inf, the others to 0; `default_position` to the joint's neutral.
+    `stop_damping`, `spring_reference` have nq entries (one per coordinate);
+    `velocity_limit`, `acceleration_limit`, `effort_limit`, `damping`, `friction`,
+    `spring_stiffness` have nv entries. Limits default to ±inf, the others to 0;
+    `default_position` and `spring_reference` to the joint's neutral.
+
+    The joint spring (MuJoCo's `stiffness` and `springref`) pulls towards the configuration
+    `spring_reference` with `tau = −spring_stiffness ⊙ (q ⊖ spring_reference)` (see
+    `AbstractJoint.passive_force`); it is named apart from the limit stops' `stop_stiffness`,
+    which act only outside the position limits.
 
     For a quaternion's coordinates (Ball, Free) position limits and limit stops have no
     meaning and must stay infinite/zero.
@@ -100,6 +106,8 @@ class JointParams(eqx.Module):
     friction: Float[Array, " nv"]
     stop_stiffness: Float[Array, " nq"]
     stop_damping: Float[Array, " nq"]
+    spring_stiffness: Float[Array, " nv"]
+    spring_reference: Float[Array, " nq"]
 
     @staticmethod
     def create(
@@ -117,6 +125,8 @@ class JointParams(eqx.Module):
         friction: ArrayLike = 0.0,
         stop_stiffness: ArrayLike = 0.0,
         stop_damping: ArrayLike = 0.0,
+        spring_stiffness: ArrayLike = 0.0,
+        spring_reference: ArrayLike | None = None,
     ) -> JointParams:
         """Validate and broadcast; raises `ValueError` naming the offending argument."""
         p = JointParams(
@@ -132,6 +142,10 @@ class JointParams(eqx.Module):
             friction=as_param(friction, (nv,), "friction"),
             stop_stiffness=as_param(stop_stiffness, (nq,), "stop_stiffness"),
             stop_damping=as_param(stop_damping, (nq,), "stop_damping"),
+            spring_stiffness=as_param(spring_stiffness, (nv,), "spring_stiffness"),
+            spring_reference=as_param(
+                neutral if spring_reference is None else spring_reference, (nq,), "spring_reference"
+            ),
         )
         p.validate()
         return p
@@ -152,6 +166,7 @@ class JointParams(eqx.Module):
             "friction",
             "stop_stiffness",
             "stop_damping",
+            "spring_stiffness",
         ):
             x = np.asarray(getattr(self, name))
             if np.any(np.isnan(x)) or np.any(x < 0):
@@ -292,9 +307,15 @@ class AbstractJoint(eqx.Module):
         return self.integrate(q0, t * self.difference(q0, q1))
 
     def passive_force(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, " nv"]:
-        """Generalized passive force: damping, Coulomb friction and limit stops.
+        """Generalized passive force: damping, Coulomb friction, the joint spring and limit stops.
 
-            tau = −d ⊙ v − μ ⊙ sign(v) + N(q)ᵀ f_stop
+            tau = −d ⊙ v − μ ⊙ sign(v) − k ⊙ (q ⊖ q_ref) + N(q)ᵀ f_stop
+
+        The spring (`k = spring_stiffness`, `q_ref = spring_reference`) uses the joint's own
+        `difference`: `k (q − q_ref)` for angles and translations; for a `Ball` (and the
+        rotation of a `Free`) `k log(R_FM R_refᵀ)`, the rotation vector from the reference to
+        `R_FM` in F, which is MuJoCo's ball and free joint spring with equal entries of `k`
+        (its potential is `½ k ‖q ⊖ q_ref‖²`, added by `potential_energy`).
 
         Limit stops (Simulation Construction Set) are spring-dampers on the coordinates that act
         only outside `[lower, upper]` and only push back:
@@ -315,7 +336,8 @@ class AbstractJoint(eqx.Module):
         f_lo = jnp.where(below, jnp.maximum(0.0, -k * lo - b * qdot), 0.0)
         f_q = f_hi + f_lo
         tau_stop = jax.vjp(lambda vv: self.qdot_from_v(q, vv), v)[1](f_q)[0]
-        return -p.damping * v - p.friction * jnp.sign(v) + tau_stop
+        tau_spring = -p.spring_stiffness * self.difference(p.spring_reference, q)
+        return -p.damping * v - p.friction * jnp.sign(v) + tau_spring + tau_stop
 
     def clip_position(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:
         """Clip coordinates to the position limits."""

@@ -36,6 +36,7 @@ from ._traversal import (
     concat,
     gather,
     map_groups,
+    map_joints,
     parents_of,
     plan,
     take,
@@ -395,11 +396,20 @@ def kinetic_energy(model: Model, q: Array, v: Array) -> Float[Array, ""]:
 
 @jit_unless_traced
 def potential_energy(model: Model, q: Float[Array, " nq"]) -> Float[Array, ""]:
-    """`U = −Σ mᵢ g · cᵢ` (zero at the world origin)."""
+    """`U = −Σ mᵢ g · cᵢ + ½ Σ k ⊙ (q ⊖ q_ref)²`: gravity (zero at the world origin) and the
+    joint springs (`JointParams.spring_stiffness`, `spring_reference`; zero without them)."""
     model = astype(model, q.dtype)
     t = joint_terms(model, q)
     c_W = t.X_WB.apply(model.inertias.com)
-    return -jnp.sum(model.inertias.mass * (c_W @ model.gravity))
+    spring = map_joints(
+        model,
+        lambda j, qj: (
+            0.5 * j.params.spring_stiffness * j.difference(j.params.spring_reference, qj) ** 2
+        ),
+        q=q,
+        v_out=True,
+    )
+    return -jnp.sum(model.inertias.mass * (c_W @ model.gravity)) + jnp.sum(spring)
 
 
 @jit_unless_traced
