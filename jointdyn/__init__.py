@@ -78,6 +78,7 @@ from ._model import (
     Topology,
 )
 from ._mujoco import (
+    contact_points_from_mujoco,
     from_mujoco,
     from_mujoco_state,
     load_mjcf,
@@ -160,6 +161,7 @@ __all__ = [
     "from_mujoco",
     "from_mujoco_state",
     "to_mujoco_state",
+    "contact_points_from_mujoco",
     "list_models",
     "load_model",
     "Kinematics",

@@ -1,4 +1,4 @@
-"""MuJoCo models: `load_mjcf`, `from_mujoco`, and `qpos`/`qvel` conversion.
+"""MuJoCo models: `load_mjcf`, `from_mujoco`, `qpos`/`qvel` conversion and contact points.
 
 MuJoCo's own compiler (`pip install "jointdyn[mujoco]"`) resolves MJCF (default classes,
 includes, compiler options, `fromto`, inertia from geoms, angles in degrees) into an `MjModel`;
@@ -42,8 +42,9 @@ Flags that switch a force off in MuJoCo switch it off here: `gravity`, `spring`,
 naming every element: actuators, tendons, equality constraints, armature, gravity
 compensation, fluid forces, flexes, plugins, the cone limit of a ball joint and the
 frictionloss of ball and free joints. Joint limits load as position limits, not enforced;
-contacts and geoms other than through the inertias are not loaded; `opt.timestep` is not
-kept (pass it to the integrator).
+MuJoCo's contact model is not loaded: `contact_points_from_mujoco` turns the colliding
+spheres, capsules and boxes into points for `GroundContact`; `opt.timestep` is not kept
+(pass it to `step` or `rollout`).
 """
 
 from __future__ import annotations
@@ -202,6 +203,63 @@ def from_mujoco(mj_model: Any) -> Model:
     # MuJoCo compiles models whose mass matrix is regular only through armature, which is
     # left out here: load them (kinematics work) and say so, as load_urdf does.
     return builder.build(singular="warn")
+
+
+def contact_points_from_mujoco(
+    mj_model: Any, model: Model
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The collision geoms of a MuJoCo model as contact spheres `(bodies, positions, radii)`
+    for `GroundContact`: `jd.GroundContact(model, *jd.contact_points_from_mujoco(mj_model,
+    model), stiffness=...)`, with `model = jd.from_mujoco(mj_model)`.
+
+    A `sphere` gives its centre and radius, a `capsule` a sphere at each end of its segment
+    (local z, half-length `size[1]`), a `box` its 8 corners (radius 0). Geoms that collide
+    with nothing (`contype = conaffinity = 0`, visual geoms) and geoms on the world or on
+    bodies welded to it are skipped; other shapes (cylinders, ellipsoids, meshes, planes on
+    moving bodies) are not contact points, and a `UserWarning` counts them. Positions are in
+    the frames of the jointdyn bodies that carry the geoms (welded bodies merged).
+    """
+    m = mj_model
+    names = _Names(m)
+    frames, parents = model.topology.frame_names, model.topology.frame_parents
+    bodies, positions, radii, others = [], [], [], 0
+    sphere, capsule, box = 2, 3, 6  # mjtGeom
+    corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+    for g in range(m.ngeom):
+        if m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0:
+            continue
+        name = names.body[int(m.geom_bodyid[g])]
+        if name == WORLD:
+            continue
+        if name not in frames:
+            raise ValueError(f"body {name!r} of the MuJoCo model is not a frame of `model`")
+        f = frames.index(name)
+        if parents[f] < 0:
+            continue  # welded to the world: never moves
+        kind, size = int(m.geom_type[g]), np.asarray(m.geom_size[g], float)
+        if kind == sphere:
+            local, r = np.zeros((1, 3)), size[0]
+        elif kind == capsule:
+            local, r = np.array([[0, 0, -size[1]], [0, 0, size[1]]]), size[0]
+        elif kind == box:
+            local, r = corners * size, 0.0
+        else:
+            others += 1
+            continue
+        X_FG = _pose(m.geom_pos[g], m.geom_quat[g])
+        R, p = np.asarray(model.X_BF.R[f]), np.asarray(model.X_BF.p[f])
+        for x in local:
+            bodies.append(model.topology.body_names[parents[f]])
+            positions.append(R @ (X_FG[:3, :3] @ x + X_FG[:3, 3]) + p)
+            radii.append(r)
+    if others:
+        warnings.warn(
+            f"{others} colliding geom(s) that are not spheres, capsules or boxes are not "
+            "contact points",
+            UserWarning,
+            stacklevel=2,
+        )
+    return bodies, np.reshape(np.asarray(positions, float), (-1, 3)), np.asarray(radii, float)
 
 
 # --------------------------------------------------------------------------------------------

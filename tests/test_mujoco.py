@@ -295,6 +295,40 @@ def test_springs_against_qfrc_passive_and_energy():
     np.testing.assert_allclose(minus_dU, tau, rtol=0, atol=1e-10)
 
 
+def test_contact_points_from_geoms():
+    """Spheres, capsule ends and box corners of the moving bodies, where MuJoCo puts them."""
+    m = mujoco.MjModel.from_xml_string(HANDMADE)
+    model = jd.load_mjcf(HANDMADE)
+    with pytest.warns(UserWarning, match="2 colliding geom"):  # the ellipsoid, the cylinder
+        bodies, positions, radii = jd.contact_points_from_mujoco(m, model)
+    contact = jd.GroundContact(model, bodies, positions, radii)
+    assert contact.npoints == 2 + 2 + 1 + 8 + 2 + 1  # the base's box is on the world
+    d = mujoco.MjData(m)
+    q = model.random_configuration(jax.random.PRNGKey(3))
+    d.qpos[:] = np.asarray(jd.to_mujoco_state(model, q, jnp.zeros(model.nv))[0])
+    mujoco.mj_kinematics(m, d)
+    expected = []
+    for g in range(m.ngeom):
+        size, R = m.geom_size[g], d.geom_xmat[g].reshape(3, 3)
+        if m.body_weldid[m.geom_bodyid[g]] == 0:
+            continue
+        local = {
+            int(mujoco.mjtGeom.mjGEOM_SPHERE): [[0, 0, 0]],
+            int(mujoco.mjtGeom.mjGEOM_CAPSULE): [[0, 0, -size[1]], [0, 0, size[1]]],
+            int(mujoco.mjtGeom.mjGEOM_BOX): [
+                [x * size[0], y * size[1], z * size[2]]
+                for x in (-1, 1)
+                for y in (-1, 1)
+                for z in (-1, 1)
+            ],
+        }.get(int(m.geom_type[g]), [])
+        expected += [d.geom_xpos[g] + R @ np.asarray(x) for x in local]
+    X = jd.forward_kinematics(model, q).X_WB
+    i = np.asarray(contact.bodies)
+    world = np.einsum("nij,nj->ni", np.asarray(X.R)[i], positions) + np.asarray(X.p)[i]
+    np.testing.assert_allclose(world, np.array(expected), rtol=0, atol=TOL)
+
+
 def test_load_from_file_with_include(tmp_path):
     (tmp_path / "arm.xml").write_text(
         '<mujocoinclude><body name="arm"><joint name="j" axis="0 1 0"/>'
