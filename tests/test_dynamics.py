@@ -63,13 +63,13 @@ def test_aba_is_inverse_mass_matrix(model, jitted):
     )
 
 
-def test_energy_and_bias(model, jitted):
+def test_energy_and_gravity(model, jitted):
     q, v, _, _, _ = state(model, 6)
     M = jitted["crba"](model, q)
-    np.testing.assert_allclose(jd.kinetic_energy(model, q, v), 0.5 * v @ M @ v, rtol=1e-10)
+    np.testing.assert_allclose(
+        jd.kinetic_energy(model, q, v), 0.5 * v @ M @ v, rtol=1e-10, atol=1e-12
+    )
     z = jnp.zeros(model.nv)
-    np.testing.assert_allclose(jd.bias_forces(model, q, v), jd.rnea(model, q, v, z), atol=1e-10)
-    np.testing.assert_allclose(jd.gravity_forces(model, q), jd.rnea(model, q, z, z), atol=1e-10)
     # gravity forces are the gradient of the potential energy along each joint's motion
     dU = jax.jit(jax.grad(lambda d: jd.potential_energy(model, model.integrate(q, d))))(z)
     np.testing.assert_allclose(jd.gravity_forces(model, q), dU, rtol=1e-8, atol=1e-8)
@@ -145,14 +145,38 @@ def test_frame_jacobian(model):
 
 
 def test_com_and_momentum(model):
+    """`h_G = [k_G; l]` against the bodies' poses along the motion `q ⊕ s v`: `l = m ċ` and
+    `k_G = Σ R I_C Rᵀ w + m (c_i − c) × ċ_i` (rates by autodiff of the poses); and `k_G` does
+    not change when every body gets the same extra translational velocity."""
     q, v, _, _, _ = state(model, 11)
     m = model.total_mass()
-    com = jax.jit(lambda s: jd.center_of_mass(model, model.integrate(q, s * v)))
-    _, dc = jax.jvp(com, (0.0,), (1.0,))
+
+    @jax.jit
+    def reference(q, v):
+        def poses(s):
+            X = jd.forward_kinematics(model, model.integrate(q, s * v)).X_WB
+            c_i = X.apply(model.inertias.com)  # world centres of mass, (nbodies, 3)
+            c = jnp.sum(model.inertias.mass[:, None] * c_i, 0) / m
+            return X.R, c_i, c
+
+        (R, c_i, c), (dR, dc_i, dc) = jax.jvp(poses, (0.0,), (1.0,))
+        W = dR @ jnp.swapaxes(R, 1, 2)
+        w = jnp.stack([W[:, 2, 1], W[:, 0, 2], W[:, 1, 0]], -1)
+        I_W = R @ model.inertias.inertia @ jnp.swapaxes(R, 1, 2)
+        spin = jnp.einsum("bij,bj->i", I_W, w)
+        orbit = jnp.sum(model.inertias.mass[:, None] * jnp.cross(c_i - c, dc_i), 0)
+        return jnp.concatenate([spin + orbit, m * dc])
+
     h = jd.centroidal_momentum(model, q, v)
-    np.testing.assert_allclose(h[3:], m * dc, rtol=1e-9, atol=1e-9)
-    # angular momentum about the CoM does not depend on a uniform translation of velocities
-    assert jnp.all(jnp.isfinite(h))
+    np.testing.assert_allclose(h, reference(q, v), rtol=1e-9, atol=1e-9)
+    # the root is a Free joint, v = [w; ṗ] in the world: adding u to ṗ adds u to every
+    # body's velocity (no rotation), so l gains m u and k_G does not change
+    assert isinstance(model.joints[0], jd.Free)
+    u = jnp.array([0.7, -1.3, 0.4])
+    root = model.v_slice("root_joint")
+    h_u = jd.centroidal_momentum(model, q, v.at[root.start + 3 : root.start + 6].add(u))
+    np.testing.assert_allclose(h_u[:3], h[:3], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(h_u[3:], h[3:] + m * u, rtol=1e-9, atol=1e-9)
 
 
 def test_forward_dynamics_adds_passive_forces():
@@ -176,10 +200,15 @@ def test_forward_dynamics_adds_passive_forces():
     q = jnp.array([0.3, 0.25])  # prismatic beyond its upper stop
     v = jnp.asarray(rng.normal(size=2))
     tau = jnp.asarray(rng.normal(size=2))
-    passive = jd.joint_forces(m, q, v)
-    assert passive[0] == pytest.approx(-0.7 * v[0] - 0.1 * np.sign(v[0]))
-    assert passive[1] < 0  # the stop pushes back in
-    np.testing.assert_allclose(jd.forward_dynamics(m, q, v, tau), jd.aba(m, q, v, tau + passive))
+    # damping and friction on the revolute joint; the prismatic one 0.15 past its upper stop
+    # (spring 100, damper 1), which only ever pushes back in
+    expected = np.array([-0.7 * v[0] - 0.1 * np.sign(v[0]), min(0.0, -100.0 * 0.15 - v[1])])
+    assert expected[1] < 0
+    np.testing.assert_allclose(jd.joint_forces(m, q, v), expected, rtol=1e-12, atol=1e-12)
+    # forward_dynamics moves the model under tau and those forces: inverse dynamics gives back
+    # their sum
+    vdot = jd.forward_dynamics(m, q, v, tau)
+    np.testing.assert_allclose(jd.rnea(m, q, v, vdot), tau + expected, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])

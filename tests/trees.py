@@ -41,16 +41,24 @@ def every_joint(rng: np.random.Generator) -> list[jd.AbstractJoint]:
     ]
 
 
-def random_tree(seed: int = 0, nbodies: int = 16, floating: bool = True) -> jd.Model:
-    """A random tree: a `Free` root (if `floating`), then every joint class at random places."""
+def random_tree(
+    seed: int = 0, nbodies: int = 16, floating: bool = True, topology_seed: int | None = None
+) -> jd.Model:
+    """A random tree: a `Free` root (if `floating`), then every joint class at random places.
+
+    With `topology_seed`, the parents are drawn from that seed alone: trees of one
+    `topology_seed` and `nbodies` share their structure (one compiled program serves them all)
+    and differ in every parameter (inertias, axes, placements) with `seed`.
+    """
     rng = np.random.default_rng(seed)
+    topology_rng = rng if topology_seed is None else np.random.default_rng(topology_seed)
     b = jd.ModelBuilder()
     pool = every_joint(rng)
     if floating:
         b.add_body("root", random_inertia(rng), "world", jd.Free(), joint_name="root_joint")
     for i in range(int(floating), nbodies):
         joint = pool[i % len(pool)]
-        parent = "world" if i == 0 else int(rng.integers(-1 if not floating else 0, i))
+        parent = "world" if i == 0 else int(topology_rng.integers(-1 if not floating else 0, i))
         b.add_body(
             f"body{i}",
             random_inertia(rng),
