@@ -6,7 +6,9 @@
 The demo loads a bundled model, draws a batch of random states `(q, v, tau)`, times
 `jax.jit(jax.vmap(aba))` and `jd.batched(aba)` on it, checks that inverse dynamics undoes
 forward dynamics, `rnea(q, v, aba(q, v, tau)) = tau`, and prints the centre of mass and the
-total energy `T + U` of the first sample.
+total energy `T + U` of the first sample. On the quadruped it then simulates a batch of drops
+onto the ground (`jd.rollout` with `jd.GroundContact` on the feet, a PD stance controller),
+from perturbed initial states, prints the steps per second and whether they come to rest.
 """
 
 from __future__ import annotations
@@ -149,7 +151,64 @@ def _demo(args: argparse.Namespace) -> int:
     com, energy = com_and_energy(model, q[0], v[0])
     com_str = ", ".join(f"{x:+.4f}" for x in com.tolist())
     print(f"sample 0 centre of mass [{com_str}] m, total energy T + U = {float(energy):.4f} J")
+    if args.model == "quadruped":
+        finite = _simulate(model, args, dtype) and finite
     return 0 if finite else 1
+
+
+#: Drop simulation: soft ground contact on the four feet, a PD controller holding a stance.
+_DT, _SECONDS, _KP, _KD = 5e-4, 2.0, 100.0, 3.0
+_CONTACT = dict(stiffness=2e5, damping=1e6, friction=1.0, friction_velocity=0.05)
+
+
+def _simulate(model, args: argparse.Namespace, dtype) -> bool:
+    """A batch of quadrupeds dropped from perturbed states onto the ground for 2 s."""
+    import jax
+    import jax.numpy as jnp
+
+    import jointdyn as jd
+
+    contact = jd.astype(jd.load_contact(args.model, model, **_CONTACT), dtype)
+    stance = model.neutral().at[6].set(0.40)  # trunk height; knees bent
+    for leg in ("FL", "FR", "HL", "HR"):
+        stance = stance.at[model.q_slice(f"{leg}_thigh_joint")].set(0.6)
+        stance = stance.at[model.q_slice(f"{leg}_calf_joint")].set(-1.2)
+    batch, steps = min(args.batch, 256), int(round(_SECONDS / _DT))
+    key_q, key_v = jax.random.split(jax.random.key(args.seed + 1))
+    dq = jax.random.uniform(key_q, (batch, model.nv), dtype, -0.1, 0.1).at[:, 3:5].set(0.0)
+    q0 = jax.vmap(model.integrate, (None, 0))(stance.astype(dtype), dq)
+    v0 = 0.1 * jax.random.normal(key_v, (batch, model.nv), dtype)
+
+    def stand(k, q, v):  # PD on the 12 leg joints, the floating base unactuated
+        error = model.difference(q, stance.astype(dtype))
+        return jnp.zeros(model.nv, dtype).at[6:].set(_KP * error[6:] - _KD * v[6:])
+
+    @jd.jit
+    def drop(q0, v0):
+        run = lambda q, v: jd.rollout(model, q, v, stand, _DT, steps=steps, contact=contact)  # noqa: E731
+        traj = jax.vmap(run)(q0, v0)
+        trunk_speed = jnp.linalg.norm(traj.v[:, -1, 3:6], axis=-1)
+        last = traj.contact_forces[:, -int(0.25 / _DT) :, :, 2].sum(-1).mean(-1)  # last 0.25 s
+        carried = last / (model.total_mass() * 9.81)
+        return trunk_speed, carried, jnp.all(jnp.isfinite(traj.q))
+
+    t0 = time.perf_counter()
+    jax.block_until_ready(drop(q0, v0))
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    speed, carried, ok = jax.block_until_ready(drop(q0, v0))
+    run_s = time.perf_counter() - t0
+    print(
+        f"simulate {batch} quadrupeds dropped on the ground, {steps} steps of {_DT * 1e3:g} ms: "
+        f"{batch * steps / run_s:,.0f} steps/s ({run_s:.2f} s; compile {compile_s:.1f} s)"
+    )
+    rest = bool(ok) and float(speed.max()) < 0.05
+    print(
+        f"rest     after {_SECONDS:g} s: trunk speed <= {float(speed.max()):.1e} m/s, the feet "
+        f"carry {float(carried.min()):.3f}-{float(carried.max()):.3f} of the weight over the "
+        f"last 0.25 s (finite: {bool(ok)}, at rest below 5 cm/s: {rest})"
+    )
+    return bool(ok)
 
 
 def main(argv: list[str] | None = None) -> int:

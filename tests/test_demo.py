@@ -52,6 +52,11 @@ def test_demo_default_model():
     assert "(finite: True)" in lines
     assert _residual(lines) < 1e-2  # float32
     assert re.search(r"centre of mass \[.*\] m, total energy T \+ U = -?[\d.]+ J", lines), lines
+    # the drop simulation: the feet carry the weight of every quadruped at the end
+    assert re.search(r"simulate 8 quadrupeds dropped on the ground, 4000 steps of 0.5 ms: ", lines)
+    carried = re.search(r"the feet carry ([\d.]+)-([\d.]+) of the weight .*finite: True", lines)
+    assert carried, lines
+    assert 0.9 < float(carried.group(1)) <= float(carried.group(2)) < 1.1
 
 
 def test_demo_float64():
