@@ -3,6 +3,7 @@ derivatives on fixed-base robots, against automatic differentiation of `aba` and
 floating-base robots and on random trees of every joint class, and against finite
 differences."""
 
+import functools
 import re
 
 import jax
@@ -28,13 +29,38 @@ def state(model, seed):
     return q, v, a, tau, f
 
 
-def autodiff_aba(model, q, v, tau, f_ext=None):
-    """`jax.jacfwd` of `aba` in (q ⊕ dq, v, tau) at dq = 0: the reference."""
+#: One random tree with a joint of every class (a Free root and the 13 classes of
+#: `trees.every_joint`), shared by the tests below so that they share compiled programs.
+NBODIES = 14
+
+
+@functools.cache
+def tree(seed: int = 3):
+    return random_tree(seed, nbodies=NBODIES)
+
+
+@jax.jit
+def autodiff_aba(model, q, v, tau, f_ext):
+    """`aba` and its `jax.jacfwd` in (q ⊕ dq, v, tau) at dq = 0: the reference (jitted once per
+    model; `f_ext` zero is the same as none)."""
 
     def f(dq, v, tau):
-        return jd.aba(model, model.integrate(q, dq), v, tau, f_ext)
+        out = jd.aba(model, model.integrate(q, dq), v, tau, f_ext)
+        return out, out
 
-    return jax.jacfwd(f, argnums=(0, 1, 2))(jnp.zeros_like(v), v, tau)
+    jac, value = jax.jacfwd(f, argnums=(0, 1, 2), has_aux=True)(jnp.zeros_like(v), v, tau)
+    return value, jac
+
+
+@jax.jit
+def autodiff_rnea(model, q, v, a, f_ext):
+    """`jax.jacfwd` of `rnea` along `q ⊕ dq` and `v` (jitted once per model)."""
+
+    def tau(dq, dv):
+        return jd.rnea(model, model.integrate(q, dq), v + dv, a, f_ext)
+
+    zero = jnp.zeros(model.nv)
+    return jax.jacfwd(tau, argnums=(0, 1))(zero, zero)
 
 
 def assert_close(actual, expected, tol, what):
@@ -47,12 +73,12 @@ def assert_close(actual, expected, tol, what):
 
 @pytest.mark.parametrize("with_f_ext", [False, True])
 def test_aba_derivatives_match_autodiff_on_every_joint_class(with_f_ext):
-    model = random_tree(3)
+    model = tree()
     q, v, _, tau, f = state(model, 1)
     f_ext = f if with_f_ext else None
     d = jd.aba_derivatives(model, q, v, tau, f_ext)
-    ref = autodiff_aba(model, q, v, tau, f_ext)
-    assert_close(d.vdot, jd.aba(model, q, v, tau, f_ext), 1e-10, "vdot")
+    vdot, ref = autodiff_aba(model, q, v, tau, f if with_f_ext else jnp.zeros_like(f))
+    assert_close(d.vdot, vdot, 1e-10, "vdot")
     for got, want, what in zip(
         (d.dvdot_dq, d.dvdot_dv, d.dvdot_dtau), ref, ("d/dq", "d/dv", "d/dtau"), strict=True
     ):
@@ -64,38 +90,42 @@ def test_aba_derivatives_match_autodiff_on_every_joint_class(with_f_ext):
 @pytest.mark.parametrize("with_f_ext", [False, True])
 def test_rnea_derivatives_match_autodiff_on_every_joint_class(seed, with_f_ext):
     """The analytic RNEA derivatives against `jax.jacfwd` of `rnea` along `q ⊕ dq` and `v`."""
-    model = random_tree(seed)
+    model = tree(seed)
     q, v, a, _, f = state(model, seed)
     f_ext = f if with_f_ext else None
-
-    def tau(dq, dv):
-        return jd.rnea(model, model.integrate(q, dq), v + dv, a, f_ext)
-
-    zero = jnp.zeros(model.nv)
-    ref_q, ref_v = jax.jacfwd(tau, argnums=(0, 1))(zero, zero)
+    ref_q, ref_v = autodiff_rnea(model, q, v, a, f if with_f_ext else jnp.zeros_like(f))
     dq, dv = jd.rnea_derivatives(model, q, v, a, f_ext)
     assert_close(dq, ref_q, 1e-10, "d tau / dq")
     assert_close(dv, ref_v, 1e-10, "d tau / dv")
 
 
 def test_rnea_derivatives_match_finite_differences():
-    model = random_tree(4)
+    model = tree(5)
     q, v, a, _, f = state(model, 2)
     dq, dv = jd.rnea_derivatives(model, q, v, a, f)
     eps = 1e-6
+
+    @jax.jit
+    def differences(q, v):
+        """Central differences along every `e_k`, as columns (one vmapped program)."""
+
+        def column(e):
+            fd_q = jd.rnea(model, model.integrate(q, e), v, a, f) - jd.rnea(
+                model, model.integrate(q, -e), v, a, f
+            )
+            fd_v = jd.rnea(model, q, v + e, a, f) - jd.rnea(model, q, v - e, a, f)
+            return fd_q / (2 * eps), fd_v / (2 * eps)
+
+        return jax.tree.map(lambda x: x.T, jax.vmap(column)(eps * jnp.eye(model.nv)))
+
+    fd_q, fd_v = differences(q, v)
     for k in range(model.nv):
-        e = jnp.zeros(model.nv).at[k].set(eps)
-        fd_q = (
-            jd.rnea(model, model.integrate(q, e), v, a, f)
-            - jd.rnea(model, model.integrate(q, -e), v, a, f)
-        ) / (2 * eps)
-        fd_v = (jd.rnea(model, q, v + e, a, f) - jd.rnea(model, q, v - e, a, f)) / (2 * eps)
-        assert_close(dq[:, k], fd_q, 1e-6, f"d tau / d q_{k}")
-        assert_close(dv[:, k], fd_v, 1e-6, f"d tau / d v_{k}")
+        assert_close(dq[:, k], fd_q[:, k], 1e-6, f"d tau / d q_{k}")
+        assert_close(dv[:, k], fd_v[:, k], 1e-6, f"d tau / d v_{k}")
 
 
 def test_derivatives_jit_vmap_float32():
-    model = random_tree(5)
+    model = tree()
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     q = jax.vmap(model.random_configuration)(keys)
     v = jax.random.normal(keys[0], (3, model.nv))
@@ -113,7 +143,7 @@ def test_derivatives_jit_vmap_float32():
 
 
 def test_no_nan_derivatives_at_neutral_and_zero_velocity():
-    model = random_tree(6)
+    model = tree()
     z = jnp.zeros(model.nv)
     d = jd.aba_derivatives(model, model.neutral(), z, z)
     for x in (d.vdot, d.dvdot_dq, d.dvdot_dv, d.dvdot_dtau):
@@ -151,7 +181,7 @@ def test_aba_derivatives_match_autodiff_floating_base(name):
     model = load_jointdyn(name)
     q, v, _, tau, f = state(model, 12)
     d = jd.aba_derivatives(model, q, v, tau, f)
-    ref = autodiff_aba(model, q, v, tau, f)
+    _, ref = autodiff_aba(model, q, v, tau, f)
     for got, want, what in zip(
         (d.dvdot_dq, d.dvdot_dv, d.dvdot_dtau), ref, "q v tau".split(), strict=True
     ):
@@ -159,7 +189,7 @@ def test_aba_derivatives_match_autodiff_floating_base(name):
 
 
 def test_bad_sizes_raise():
-    model = random_tree(3)
+    model = tree()
     q, v, _, tau, _ = state(model, 1)
     with pytest.raises(ValueError, match="`v` must have shape"):
         jd.aba_derivatives(model, q, v[:-1], tau)
@@ -184,7 +214,7 @@ def test_constant_hinge_flag_matches_own_terms(name):
 def test_aba_derivatives_call_no_lapack():
     """`M⁻¹` comes from ABA's own factorisation: no LAPACK custom call (OpenBLAS, called from
     several XLA CPU device threads at once, can deadlock; see `jd.batched`)."""
-    model = random_tree(3, nbodies=8)
+    model = tree()
     q, v, _, tau, _ = state(model, 0)
     jaxpr = str(jax.make_jaxpr(jd.aba_derivatives)(model, q, v, tau))
     lapack = re.findall(
