@@ -11,6 +11,10 @@ import jointdyn as jd
 jax.config.update("jax_enable_x64", True)
 
 
+#: `vmap(aba)`, the reference (compiled once for the module).
+_vmap_aba = jax.jit(jax.vmap(jd.aba, (None, 0, 0, 0)))
+
+
 @pytest.fixture(scope="module")
 def batch():
     model = random_tree(1, nbodies=6)
@@ -21,7 +25,7 @@ def batch():
 @pytest.mark.parametrize("chunk_size", [8, "auto", None])
 def test_batched_equals_vmap(batch, chunk_size):
     model, q, v, tau = batch
-    expected = jax.jit(jax.vmap(jd.aba, (None, 0, 0, 0)))(model, q, v, tau)
+    expected = _vmap_aba(model, q, v, tau)
     got = jax.jit(jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=chunk_size))(model, q, v, tau)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
@@ -73,7 +77,7 @@ def test_batched_shards_over_devices():
         keys = jax.random.split(jax.random.PRNGKey(0), 20)
         q = jax.vmap(m.random_configuration)(keys)
         v = jax.random.normal(keys[0], (20, m.nv))
-        ref = jax.vmap(jd.aba, (None, 0, 0, 0))(m, q, v, v)
+        ref = jax.jit(jax.vmap(jd.aba, (None, 0, 0, 0)))(m, q, v, v)
         f = jax.jit(jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=4))
         got = f(m, q, v, v)
         np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
@@ -93,19 +97,21 @@ def test_batched_shards_over_devices():
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * np.abs(b).max())
         odd = jd.device_put_batched((m, q[:7]), (None, 0))  # 7 does not split over 2: unchanged
         assert odd[1] is not None and len(odd[1].sharding.device_set) == 1
-        # aba_derivatives on ~40 DOFs: must not call LAPACK (OpenBLAS from two device threads
-        # deadlocked with the former Cholesky of M)
-        m = random_tree(2, nbodies=18)
+        # aba_derivatives on a tree of every joint class (~35 DOFs): must not call LAPACK
+        # (OpenBLAS from two device threads deadlocked with the former Cholesky of M; that
+        # the program has no LAPACK call is test_derivatives.test_aba_derivatives_call_no_lapack)
+        m = random_tree(2, nbodies=14)
         q = jax.vmap(m.random_configuration)(keys)
         v = jax.random.normal(keys[1], (20, m.nv))
-        ref = jax.vmap(jd.aba_derivatives, (None, 0, 0, 0))(m, q, v, v)
+        ref = jax.jit(jax.vmap(jd.aba_derivatives, (None, 0, 0, 0)))(m, q, v, v)
         got = jax.jit(jd.batched(jd.aba_derivatives, (None, 0, 0, 0), chunk_size=2))(m, q, v, v)
         for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref)):
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
         print("ok")
         """
     )
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    flags = os.environ.get("XLA_FLAGS", "")  # conftest's, kept
+    env = dict(os.environ, XLA_FLAGS=f"{flags} --xla_force_host_platform_device_count=2")
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )
