@@ -4,6 +4,10 @@ and Pinocchio's, for tests that compare the two.
 `from robots import ROBOTS, robot_path` (tests/ is on `sys.path` under pytest's default import
 mode). `ROBOTS[name] = (path relative to ROBOTS_DIR, floating_base)`.
 
+Pinocchio (`pin`) and `example-robot-data` are test dependencies (`pip install -e ".[test]"`):
+a missing one, or a missing robot file, is an error, not a skip, so that no comparison with
+Pinocchio can pass by not running.
+
 Coordinates differ in two ways:
 
 - **Joint order.** We number bodies depth-first with children in document order (DESIGN.md);
@@ -15,19 +19,15 @@ Coordinates differ in two ways:
 Continuous joints are `[cos θ, sin θ]` in both.
 """
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
-import pytest
+import pinocchio
 
 
-def _robots_dir() -> Path | None:
-    spec = importlib.util.find_spec("pinocchio")
-    if spec is None or spec.origin is None:
-        return None
+def _robots_dir() -> Path:
     # .../cmeel.prefix/lib/python3.X/site-packages/pinocchio/__init__.py → .../cmeel.prefix
-    return Path(spec.origin).parents[4] / "share" / "example-robot-data" / "robots"
+    return Path(pinocchio.__file__).parents[4] / "share" / "example-robot-data" / "robots"
 
 
 ROBOTS_DIR = _robots_dir()
@@ -44,10 +44,10 @@ ROBOTS: dict[str, tuple[str, bool]] = {
 
 
 def robot_path(rel: str) -> str:
-    """Absolute path of a file of example-robot-data; skips the test when it is not installed."""
-    if ROBOTS_DIR is None or not (ROBOTS_DIR / rel).is_file():
-        pytest.skip(f"example-robot-data file {rel} is not installed")
-    return str(ROBOTS_DIR / rel)
+    """Absolute path of a file of example-robot-data (which must be installed)."""
+    path = ROBOTS_DIR / rel
+    assert path.is_file(), f"example-robot-data file {path} is missing: pip install -e '.[test]'"
+    return str(path)
 
 
 def load_jointdyn(name: str):
@@ -64,7 +64,7 @@ def load_jointdyn(name: str):
 
 def load_pinocchio(name: str):
     """Pinocchio's model of `ROBOTS[name]` (with a free flyer when it is floating)."""
-    pin = pytest.importorskip("pinocchio")
+    pin = pinocchio
     rel, floating = ROBOTS[name]
     path = robot_path(rel)
     if floating:

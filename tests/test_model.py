@@ -39,13 +39,13 @@ def test_configuration_space():
     i = m.parents.index(0) if 0 in m.parents else None
     if i is not None:
         expected = jax.tree.map(lambda x: x[0], X) @ jax.tree.map(lambda x: x[i], X_PB)
-        np.testing.assert_allclose(X.R[i], expected.R, atol=1e-12)
+        np.testing.assert_allclose(X.R[i], expected.R, rtol=0, atol=1e-12)
     v = 0.3 * jax.random.normal(jax.random.PRNGKey(1), (m.nv,))
     q1 = m.integrate(q0, v)
-    np.testing.assert_allclose(m.difference(q0, q1), v, atol=1e-9)
-    np.testing.assert_allclose(m.difference(q0, q0), 0.0, atol=1e-12)
-    np.testing.assert_allclose(m.interpolate(q0, q1, 1.0), m.normalize(q1), atol=1e-9)
-    np.testing.assert_allclose(m.normalize(q1), q1, atol=1e-9)
+    np.testing.assert_allclose(m.difference(q0, q1), v, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(m.difference(q0, q0), 0.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(m.interpolate(q0, q1, 1.0), m.normalize(q1), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(m.normalize(q1), q1, rtol=0, atol=1e-9)
 
 
 def test_random_configuration_limits():
@@ -56,7 +56,7 @@ def test_random_configuration_limits():
     m = b.build()
     qs = jax.vmap(m.random_configuration)(jax.random.split(jax.random.PRNGKey(0), 200))
     assert jnp.all(qs[:, 0] >= -0.2) and jnp.all(qs[:, 0] <= 0.5)
-    np.testing.assert_allclose(jnp.linalg.norm(qs[:, 1:], axis=1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(jnp.linalg.norm(qs[:, 1:], axis=1), 1.0, rtol=0, atol=1e-12)
 
 
 def test_no_retrace_when_parameters_change():
