@@ -333,7 +333,7 @@ def test_algorithms_inline_when_traced():
     direct = jd.aba(model, q, v, tau)
     np.testing.assert_allclose(jax.jit(jd.aba)(model, q, v, tau), direct, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(
-        jax.vmap(jd.aba, (None, 0, 0, 0))(model, q[None], v[None], tau[None])[0],
+        jax.jit(jax.vmap(jd.aba, (None, 0, 0, 0)))(model, q[None], v[None], tau[None])[0],
         direct,
         rtol=1e-12,
         atol=1e-12,
