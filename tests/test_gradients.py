@@ -545,7 +545,7 @@ STEPS, DT = 3, 0.01
 @functools.cache
 def _batch_setup():
     """A small floating tree with passive forces and `N` states; loss weights."""
-    model, _ = _build(random_tree(2, nbodies=6), seed=6)
+    model, _ = _build(random_tree(2, nbodies=4), seed=6)
     keys = jax.random.split(jax.random.PRNGKey(7), N + 3)
     q = jnp.stack([_random_q(model, k) for k in keys[:N]])
     v = 0.5 * jax.random.normal(keys[N], (N, model.nv))
