@@ -195,7 +195,8 @@ def rotmat_to_quat(R: Float[Array, "... 3 3"]) -> Float[Array, "... 4"]:
     )  # (..., 4, 4): row k is 4·q_k·q
     diag = jnp.stack([1 + tr, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22, 1 - m00 - m11 + m22], -1)
     k = jnp.argmax(diag, axis=-1)
-    row = jnp.take_along_axis(cands, k[..., None, None], axis=-2)[..., 0, :]
+    pick = jnp.arange(4) == k[..., None]  # one-hot, not a gather: batch_last has no rule for
+    row = jnp.sum(jnp.where(pick[..., None], cands, 0.0), axis=-2)  # data-dependent indices
     q = row / jnp.linalg.norm(row, axis=-1, keepdims=True)
     return q * jnp.where(q[..., :1] < 0, -1.0, 1.0)
 
