@@ -303,3 +303,34 @@ def test_bad_input_names_the_argument():
         jd.GroundContact(model, ["box"], np.zeros((1, 3)), 0.01, stiffness=-1.0)
     with pytest.raises(ValueError, match="`positions`"):
         jd.GroundContact(model, ["box"], np.zeros((2, 3)), 0.01)
+
+
+def test_contact_gradient_finite_at_the_boundary(box):
+    """At first touch (penetration exactly 0) and just outside, the contact forces and their
+    gradients in the state and the parameters are finite (no 0^(n-1) of a negative)."""
+    model, contact, _ = box
+    corners_z = -0.05 - 0.01  # sphere centres 5 cm below the box origin, radius 1 cm
+    for z in (-corners_z, -corners_z + 1e-3):  # touching, and 1 mm above
+        q = jnp.array([1.0, 0, 0, 0, 0, 0, z])
+        v = jnp.array([0.0, 0.0, 0.0, 0.1, 0.0, -0.2])
+
+        def total(q, v, stiffness):
+            c = eqx.tree_at(lambda c: c.stiffness, contact, stiffness)
+            return jd.contact_forces(model, c, q, v).sum()
+
+        grads = jax.grad(total, argnums=(0, 1, 2))(q, v, contact.stiffness)
+        assert all(np.all(np.isfinite(g)) for g in grads)
+        assert float(total(q, v, contact.stiffness)) == 0.0
+
+
+def test_rollout_under_batched_equals_vmap():
+    model = jd.load_model("double_pendulum")
+    q0s = jnp.array([[0.4, 0.1], [-0.3, 0.2], [1.0, -1.0]])
+    taus = jnp.zeros((50, 2))
+
+    def final(q0):
+        return jd.rollout(model, q0, jnp.zeros(2), taus, 1e-2).q[-1]
+
+    np.testing.assert_allclose(
+        jd.batched(final, in_axes=(0,))(q0s), jax.vmap(final)(q0s), rtol=1e-12, atol=1e-12
+    )
