@@ -63,8 +63,8 @@ from ._joint import AbstractJoint
 from ._joints_rotation import Ball, Free
 from ._joints_vector import Prismatic, Revolute
 from ._model import WORLD, Model, ModelBuilder
-from ._spatial import SpatialInertia, Transform, quat_normalize, quat_to_rotmat
-from ._urdf import _Inertia
+from ._spatial import SpatialInertia, quat_normalize, quat_to_rotmat
+from ._urdf import _Body, _Inertia, _transform
 
 INSTALL_HINT = 'pip install "jointdyn[mujoco]"'
 
@@ -348,17 +348,6 @@ def _parts(model: Model) -> list[tuple[str, int, int, int, int]]:
 
 
 @dataclasses.dataclass
-class _Body:
-    name: str
-    parent: str
-    joint: AbstractJoint
-    joint_name: str
-    X_PF: np.ndarray
-    X_BM: np.ndarray
-    inertia: _Inertia
-
-
-@dataclasses.dataclass
 class _Group:
     """Joints in series that make one jointdyn joint: `X = X_PF · J₁ ⋯ Jₙ · C`."""
 
@@ -546,7 +535,3 @@ def _axis_angle(a: np.ndarray, angle: float) -> np.ndarray:
     T = np.eye(4)
     T[:3, :3] = np.cos(angle) * np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * np.outer(a, a)
     return T
-
-
-def _transform(T: np.ndarray) -> Transform:
-    return Transform(T[:3, :3], T[:3, 3])
