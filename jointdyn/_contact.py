@@ -137,6 +137,13 @@ def contact_point_forces(
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
     """The ground's force on each sphere, world axes, `[f_x, f_y, f_n]` (n, 3), and the world
     position of its lowest point `P` (n, 3), where the force acts (module docstring)."""
+    f, p_P, _ = _point_forces(model, contact, q, v)
+    return f, p_P
+
+
+def _point_forces(model, contact, q, v):
+    """`contact_point_forces` and the origins of the spheres' bodies (n, 3), all from one pass
+    of forward kinematics."""
     contact = astype(contact, jnp.result_type(q, v))
     kin = forward_kinematics(model, q, v)
     idx = np.asarray(contact.bodies)
@@ -154,7 +161,7 @@ def contact_point_forces(
     v_t = v_P[:, :2]
     slip = jnp.sqrt(jnp.sum(v_t**2, -1) + contact.friction_velocity**2)
     f_t = -(contact.friction * f_n / slip)[:, None] * v_t
-    return jnp.concatenate([f_t, f_n[:, None]], -1), p_P
+    return jnp.concatenate([f_t, f_n[:, None]], -1), p_P, X.p
 
 
 def contact_forces(
@@ -163,11 +170,9 @@ def contact_forces(
     """The contact forces as external forces on the bodies, `F_Bo_W` (nbodies, 6): torque
     about each body's origin and force, world axes; pass them as `f_ext` to any algorithm
     (`aba`, `rnea`, `forward_dynamics`), or let `jd.step` add them."""
-    f, p_P = contact_point_forces(model, contact, q, v)
-    idx = np.asarray(contact.bodies)
-    p_B = forward_kinematics(model, q).X_WB.p[idx]
+    f, p_P, p_B = _point_forces(model, contact, q, v)
     F = jnp.concatenate([cross(p_P - p_B, f), f], -1)
-    return jnp.zeros((model.nbodies, 6), F.dtype).at[idx].add(F)
+    return jnp.zeros((model.nbodies, 6), F.dtype).at[np.asarray(contact.bodies)].add(F)
 
 
 def contact_points_from_urdf(
