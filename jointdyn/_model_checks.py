@@ -18,6 +18,8 @@ from __future__ import annotations
 import equinox as eqx
 import numpy as np
 
+from ._traversal import plan
+
 #: Relative size below which a DOF's own inertia `M_kk` counts as zero: a massless subtree
 #: gives an exact 0, and real robots' smallest links stay above 1e-12 of the largest.
 DIAGONAL_TOL = 1e-14
@@ -84,15 +86,12 @@ def mass_matrix_at_generic_configuration(model) -> np.ndarray:
         H = np.asarray(H, float).reshape(6, joint.nv)
         columns.append(_motion_world(H, X_WF, X_WM[:3, 3]))
     offsets = np.cumsum((0,) + tuple(topo.nvs))
+    ancestor = plan(model).ancestor  # [k, i] = 1 if k is i or an ancestor of i
     M = np.zeros((offsets[-1], offsets[-1]))
     for b in range(nb):
         I_b = _spatial_inertia_world(mass[b], com[b], inertia[b], X_WB[b])
-        chain, k = [], b
-        while k >= 0:
-            chain.append(k)
-            k = topo.parents[k]
         J = np.zeros((6, offsets[-1]))
-        for k in chain:
+        for k in np.flatnonzero(ancestor[:, b]):  # b and its ancestors
             J[:, offsets[k] : offsets[k + 1]] = columns[k]
         M += J.T @ I_b @ J
     return M
@@ -110,7 +109,8 @@ def singular_mass_matrix(model) -> str | None:
     if empty:
         parts = []
         for body in empty:
-            moved = ", ".join(repr(topo.body_names[k]) for k in _subtree(topo.parents, body))
+            subtree = np.flatnonzero(plan(model).ancestor[body])
+            moved = ", ".join(repr(topo.body_names[k]) for k in subtree)
             parts.append(f"joint {topo.joint_names[body]!r} moves bodies ({moved})")
         return (
             "; ".join(parts) + " with no mass and no rotational inertia about the joint: the "
@@ -127,11 +127,3 @@ def singular_mass_matrix(model) -> str | None:
             "dynamics cannot tell their accelerations apart"
         )
     return None
-
-
-def _subtree(parents: tuple[int, ...], root: int) -> list[int]:
-    out = [root]
-    for k in range(root + 1, len(parents)):
-        if parents[k] in out:
-            out.append(k)
-    return out
