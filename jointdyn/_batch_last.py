@@ -41,7 +41,7 @@ _SAME_AXES = frozenset(
 _SCATTER = frozenset(
     "dimension_numbers indices_are_sorted unique_indices mode update_jaxpr update_consts".split()
 )
-#: The parameters each rule below reads or rewrites, as JAX 0.8–0.10 name them. A parameter
+#: The parameters each rule below reads or rewrites, as JAX 0.7.2–0.10 name them. A parameter
 #: not listed here may change what an axis means: `batch_last` then raises instead of
 #: guessing (a JAX upgrade fails loudly, not with wrong numbers). Elementwise primitives and
 #: calls (`jit`, `pjit`) carry no axis parameters and are not checked.
@@ -66,8 +66,10 @@ _KNOWN_PARAMS: dict[str, frozenset] = {
     ),
     "custom_jvp_call": frozenset({"call_jaxpr", "jvp_jaxpr_fun", "num_consts", "symbolic_zeros"}),
     "custom_linear_solve": frozenset({"const_lengths", "jaxprs"}),
-    **{n: frozenset({"axes", "out_sharding"}) for n in "reduce_sum reduce_max reduce_min".split()},
-    **{n: frozenset({"axes", "out_sharding"}) for n in "reduce_prod reduce_and reduce_or".split()},
+    **{
+        n: frozenset({"axes", "out_sharding"})
+        for n in "reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or".split()
+    },
     "argmax": frozenset({"axes", "index_dtype"}),
     "argmin": frozenset({"axes", "index_dtype"}),
     **{n: frozenset({"axis", "reverse"}) for n in _SAME_AXES if n.startswith("cum")},
