@@ -35,7 +35,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._contact import GroundContact, contact_forces, contact_point_forces
-from ._dynamics import crba, forward_dynamics, gravity_forces, joint_forces, rnea
+from ._dynamics import crba, forward_dynamics, joint_forces, rnea
 from ._model import Model
 from ._scan import checkpointed_scan
 from ._traversal import map_joints
@@ -81,12 +81,13 @@ def _accel(model, q, v, tau, contact, f_ext):
 
 def _passive(model, contact, q, v):
     """`Q(q, v)`: joint passive forces plus the contact forces' generalized forces
-    `Σ Jᵀ F = g(q) − rnea(q, 0, 0, F)`."""
+    `Σ Jᵀ F = −rnea(q, 0, 0, F)` without gravity (one RNEA pass)."""
     Q = joint_forces(model, q, v)
     if contact is not None:
         zero = jnp.zeros_like(v)
         F = contact_forces(model, contact, q, v)
-        Q = Q + gravity_forces(model, q) - rnea(model, q, zero, zero, F)
+        weightless = eqx.tree_at(lambda m: m.gravity, model, jnp.zeros_like(model.gravity))
+        Q = Q - rnea(weightless, q, zero, zero, F)
     return Q
 
 
