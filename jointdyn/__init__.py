@@ -39,6 +39,19 @@ from ._dynamics import (
     locking_forces,
     rnea,
 )
+from ._identification import (
+    BaseParameters,
+    base_parameters,
+    is_physical,
+    least_squares,
+)
+from ._inertial_parameters import (
+    inertial_parameters,
+    inertial_parameters_from_log_cholesky,
+    log_cholesky_from_inertial_parameters,
+    pseudo_inertia,
+    with_inertial_parameters,
+)
 from ._joint import (
     AbstractJoint,
     JointParams,
@@ -93,6 +106,12 @@ from ._reduced import (
     expand_velocity,
     reduced_indices,
     reduced_model,
+)
+from ._regressor import (
+    joint_parameters,
+    joint_regressor,
+    regressor,
+    with_joint_parameters,
 )
 from ._scan import checkpointed_scan
 from ._simulation import (
@@ -198,4 +217,17 @@ __all__ = [
     "jit",
     "astype",
     "use_low_latency_cpu",
+    "inertial_parameters",
+    "inertial_parameters_from_log_cholesky",
+    "log_cholesky_from_inertial_parameters",
+    "pseudo_inertia",
+    "with_inertial_parameters",
+    "joint_parameters",
+    "joint_regressor",
+    "regressor",
+    "with_joint_parameters",
+    "BaseParameters",
+    "base_parameters",
+    "is_physical",
+    "least_squares",
 ]
