@@ -130,6 +130,10 @@ from ._spatial import (
     so3_exp,
     so3_log,
 )
+from ._step_derivatives import (
+    StepDerivatives,
+    step_derivatives,
+)
 from ._urdf import load_urdf
 from ._velocity_bounds import body_velocity_bounds
 
@@ -145,6 +149,8 @@ __all__ = [
     "rollout",
     "step",
     "vector_field",
+    "StepDerivatives",
+    "step_derivatives",
     "SpatialInertia",
     "Transform",
     "force_cross",

@@ -126,6 +126,18 @@ class Composite(AbstractJoint):
         parts = zip(self.joints, self._q(q0), self._q(q1), strict=True)
         return jnp.concatenate([j.difference(a, b) for j, a, b in parts])
 
+    def integrate_derivatives(self, q, v):
+        """Each part moves on its own: block diagonals of the parts' Jacobians."""
+        parts = zip(self.joints, self._q(q), self._v(v), strict=True)
+        Jq, Jv = zip(*(j.integrate_derivatives(qk, vk) for j, qk, vk in parts), strict=True)
+        return jax.scipy.linalg.block_diag(*Jq), jax.scipy.linalg.block_diag(*Jv)
+
+    def difference_derivatives(self, q0, q1):
+        """Block diagonals of the parts' Jacobians."""
+        parts = zip(self.joints, self._q(q0), self._q(q1), strict=True)
+        J0, J1 = zip(*(j.difference_derivatives(a, b) for j, a, b in parts), strict=True)
+        return jax.scipy.linalg.block_diag(*J0), jax.scipy.linalg.block_diag(*J1)
+
     def random_configuration(self, key, lower=None, upper=None):
         keys = jax.random.split(key, len(self.joints))
         lo = self._q(lower) if lower is not None else [None] * len(self.joints)

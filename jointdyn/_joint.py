@@ -223,6 +223,31 @@ class AbstractJoint(eqx.Module):
         """`q1 ⊖ q0`: the `v` with `integrate(q0, v) = q1` (shortest, for rotations)."""
 
     @abc.abstractmethod
+    def integrate_derivatives(
+        self, q: Float[Array, " nq"], v: Float[Array, " nv"]
+    ) -> tuple[Float[Array, "nv nv"], Float[Array, "nv nv"]]:
+        """`(J_q, J_v)`, the Jacobians of `q⁺ = q ⊕ v` in the tangent space (Pinocchio's
+        `dIntegrate`, ARG0 and ARG1, in this library's tangent space):
+
+            (q ⊕ δq) ⊕ v = q⁺ ⊕ (J_q δq + o(δq)),    q ⊕ (v + δv) = q⁺ ⊕ (J_v δv + o(δv)).
+
+        Vector spaces: `(1, 1)`. Rotations moved on the left, `R⁺ = exp([v]×) R` (Ball,
+        SpaceXYZ, the rotation of Free): `(exp([v]×), J_l(v))`, `J_l` the left Jacobian of SO(3).
+        """
+
+    @abc.abstractmethod
+    def difference_derivatives(
+        self, q0: Float[Array, " nq"], q1: Float[Array, " nq"]
+    ) -> tuple[Float[Array, "nv nv"], Float[Array, "nv nv"]]:
+        """`(J_q0, J_q1)`, the Jacobians of `d = q1 ⊖ q0` in the tangent space (Pinocchio's
+        `dDifference`, ARG0 and ARG1, in this library's tangent space):
+
+            q1 ⊖ (q0 ⊕ δ) = d + J_q0 δ + o(δ),    (q1 ⊕ δ) ⊖ q0 = d + J_q1 δ + o(δ).
+
+        Vector spaces: `(−1, 1)`. Rotations, `d = log(R₁ R₀ᵀ)`: `(−J_l(d)⁻ᵀ, J_l(d)⁻¹)`.
+        """
+
+    @abc.abstractmethod
     def random_configuration(
         self, key: PRNGKeyArray, lower: ArrayLike | None = None, upper: ArrayLike | None = None
     ) -> Float[Array, " nq"]:

@@ -26,6 +26,7 @@ from ._spatial import (
     quat_normalize,
     quat_to_rotmat,
     rotmat_to_quat,
+    skew,
     so3_exp,
     so3_log,
 )
@@ -41,6 +42,58 @@ def _quat_rate(quat: Float[Array, "4"], w_F: Float[Array, "3"]) -> Float[Array, 
 def _w_from_quat_rate(quat: Float[Array, "4"], qdot: Float[Array, "4"]) -> Float[Array, "3"]:
     """`w = 2 vec(q̇ ⊗ q*)`: the left inverse of `_quat_rate` for unit `q`."""
     return 2.0 * quat_multiply(qdot, quat_conjugate(quat))[1:]
+
+
+def _so3_jacobian_coefficients(w: Float[Array, "3"]):
+    """`(α, β, γ)` of the left Jacobian of SO(3) and its inverse, `θ = |w|`:
+
+        J_l(w)   = 1 + α [w]× + β [w]×²,     α = (1 − cos θ)/θ²,  β = (θ − sin θ)/θ³
+        J_l(w)⁻¹ = 1 − ½ [w]× + γ [w]×²,     γ = (1 − (θ/2) cot(θ/2))/θ²
+
+    Taylor branches `α ≈ ½ − θ²/24`, `β ≈ ⅙ − θ²/120`, `γ ≈ 1/12 + θ²/720` near zero with the
+    double-`where` trick (finite values and derivatives at `w = 0`); `γ` is finite for `θ < 2π`.
+    """
+    t2 = jnp.sum(w * w)
+    small = t2 < jnp.finfo(w.dtype).eps ** 0.5
+    t2s = jnp.where(small, 1.0, t2)
+    t = jnp.sqrt(t2s)
+    alpha = jnp.where(small, 0.5 - t2 / 24.0, (1.0 - jnp.cos(t)) / t2s)
+    beta = jnp.where(small, 1.0 / 6.0 - t2 / 120.0, (t - jnp.sin(t)) / (t2s * t))
+    half = 0.5 * t
+    gamma = jnp.where(
+        small, 1.0 / 12.0 + t2 / 720.0, (1.0 - half * jnp.cos(half) / jnp.sin(half)) / t2s
+    )
+    return alpha, beta, gamma
+
+
+def so3_left_jacobian(w: Float[Array, "3"]) -> Float[Array, "3 3"]:
+    """`J_l(w)`, with `exp([w + δ]×) = exp([J_l(w) δ]×) exp([w]×) + o(δ)`."""
+    alpha, beta, _ = _so3_jacobian_coefficients(w)
+    K = skew(w)
+    return jnp.eye(3, dtype=w.dtype) + alpha * K + beta * (K @ K)
+
+
+def so3_left_jacobian_inverse(w: Float[Array, "3"]) -> Float[Array, "3 3"]:
+    """`J_l(w)⁻¹`, with `log(exp([δ]×) exp([w]×)) = w + J_l(w)⁻¹ δ + o(δ)` (`|w| < 2π`)."""
+    _, _, gamma = _so3_jacobian_coefficients(w)
+    K = skew(w)
+    return jnp.eye(3, dtype=w.dtype) - 0.5 * K + gamma * (K @ K)
+
+
+def _rotation_integrate_derivatives(w: Float[Array, "3"]):
+    """`R⁺ = exp([w]×) R`: `(exp([w]×), J_l(w))` (`exp([w]×) exp([δ]×) = exp([R_w δ]×) exp([w]×)`)."""
+    return so3_exp(w), so3_left_jacobian(w)
+
+
+def _rotation_difference_derivatives(d: Float[Array, "3"]):
+    """`d = log(R₁ R₀ᵀ)`: `(−J_l(d)⁻ᵀ, J_l(d)⁻¹)` (`J_l(d)⁻ᵀ = J_r(d)⁻¹ = J_l(−d)⁻¹`)."""
+    inv = so3_left_jacobian_inverse(d)
+    return -inv.T, inv
+
+
+def _block_diag(A: Array, B: Array) -> Array:
+    z = jnp.zeros((A.shape[0], B.shape[1]), A.dtype)
+    return jnp.block([[A, z], [z.T, B]])
 
 
 def _uniform_quaternion(key) -> Array:
@@ -90,6 +143,16 @@ class RevoluteUnbounded(AbstractJoint):
 
     def difference(self, q0, q1):
         return jnp.arctan2(q0[0] * q1[1] - q0[1] * q1[0], q0[0] * q1[0] + q0[1] * q1[1])[None]
+
+    def integrate_derivatives(self, q, v):
+        """Angles add: `(1, 1)`."""
+        one = jnp.ones((1, 1), jnp.result_type(q, v))
+        return one, one
+
+    def difference_derivatives(self, q0, q1):
+        """Angles subtract: `(−1, 1)`."""
+        one = jnp.ones((1, 1), jnp.result_type(q0, q1))
+        return -one, one
 
     def random_configuration(self, key, lower=None, upper=None):
         """Uniform angle; the limits (on `[cos θ, sin θ]`) are ignored."""
@@ -194,6 +257,14 @@ class SpaceXYZ(AbstractJoint):
         """`log(R(q1) R(q0)ᵀ)`, the `w_FM_F` carrying q0 to q1 in unit time."""
         return so3_log(self._rotation(q1) @ self._rotation(q0).T)
 
+    def integrate_derivatives(self, q, v):
+        """As `Ball`'s: the tangent space is `w_FM_F` at `R(q)` (`R(q ⊕ v) = exp([v]×) R(q)`)."""
+        return _rotation_integrate_derivatives(v.astype(jnp.result_type(q, v)))
+
+    def difference_derivatives(self, q0, q1):
+        """As `Ball`'s, at `d = log(R(q1) R(q0)ᵀ)`."""
+        return _rotation_difference_derivatives(self.difference(q0, q1))
+
     def random_configuration(self, key, lower=None, upper=None):
         p = self.params
         lower = p.position_lower if lower is None else jnp.asarray(lower, p.position_lower.dtype)
@@ -244,6 +315,14 @@ class Ball(AbstractJoint):
 
     def difference(self, q0, q1):
         return quat_log(quat_multiply(q1, quat_conjugate(q0)))
+
+    def integrate_derivatives(self, q, v):
+        """`q ⊕ w = exp(w) ⊗ q`: `(exp([w]×), J_l(w))` (see `AbstractJoint`)."""
+        return _rotation_integrate_derivatives(v.astype(jnp.result_type(q, v)))
+
+    def difference_derivatives(self, q0, q1):
+        """`d = log(q1 ⊗ q0*)`: `(−J_l(d)⁻ᵀ, J_l(d)⁻¹)`."""
+        return _rotation_difference_derivatives(self.difference(q0, q1))
 
     def random_configuration(self, key, lower=None, upper=None):
         """Uniform on SO(3) (limits on quaternion coordinates are ignored)."""
@@ -296,6 +375,19 @@ class Free(AbstractJoint):
     def difference(self, q0, q1):
         dq = quat_log(quat_multiply(q1[:4], quat_conjugate(q0[:4])))
         return jnp.concatenate([dq, q1[4:] - q0[4:]])
+
+    def integrate_derivatives(self, q, v):
+        """SO(3) × R³: `(diag(exp([w]×), 1), diag(J_l(w), 1))` (not SE(3)'s Jacobians)."""
+        dt = jnp.result_type(q, v)
+        Jq, Jv = _rotation_integrate_derivatives(v[:3].astype(dt))
+        return _block_diag(Jq, jnp.eye(3, dtype=dt)), _block_diag(Jv, jnp.eye(3, dtype=dt))
+
+    def difference_derivatives(self, q0, q1):
+        """SO(3) × R³: `(diag(−J_l(d)⁻ᵀ, −1), diag(J_l(d)⁻¹, 1))`, `d` the rotation part."""
+        dt = jnp.result_type(q0, q1)
+        J0, J1 = _rotation_difference_derivatives(self.difference(q0, q1)[:3])
+        eye = jnp.eye(3, dtype=dt)
+        return _block_diag(J0, -eye), _block_diag(J1, eye)
 
     def random_configuration(self, key, lower=None, upper=None):
         """Uniform rotation; position uniform in the limits (entries 4..6, ±1 where infinite)."""

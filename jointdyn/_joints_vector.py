@@ -78,6 +78,16 @@ class AbstractVectorJoint(AbstractJoint):
     def difference(self, q0, q1):
         return q1 - q0
 
+    def integrate_derivatives(self, q, v):
+        """`q ⊕ v = q + v`: `(1, 1)`."""
+        eye = jnp.eye(self.nv, dtype=jnp.result_type(q, v))
+        return eye, eye
+
+    def difference_derivatives(self, q0, q1):
+        """`q1 ⊖ q0 = q1 − q0`: `(−1, 1)`."""
+        eye = jnp.eye(self.nv, dtype=jnp.result_type(q0, q1))
+        return -eye, eye
+
     def normalize(self, q):
         return q
 

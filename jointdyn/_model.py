@@ -19,7 +19,7 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 from ._joint import AbstractJoint
 from ._model_checks import singular_mass_matrix
 from ._spatial import SpatialInertia, Transform
-from ._traversal import map_joints
+from ._traversal import map_groups, map_joints, plan
 
 WORLD = "world"
 
@@ -159,6 +159,34 @@ class Model(eqx.Module):
         """`q1 ⊖ q0`, joint by joint."""
         return map_joints(self, lambda j, a, b: j.difference(a, b), q=q0, q2=q1, v_out=True)
 
+    @eqx.filter_jit
+    def integrate_derivatives(
+        self, q: Float[Array, " nq"], v: Float[Array, " nv"]
+    ) -> tuple[Float[Array, "nv nv"], Float[Array, "nv nv"]]:
+        """`(J_q, J_v)` of `q ⊕ v` in the tangent space (Pinocchio's `dIntegrate`, ARG0 and
+        ARG1): block diagonal, each joint's `integrate_derivatives` on its block,
+
+            (q ⊕ δq) ⊕ v = (q ⊕ v) ⊕ (J_q δq),    q ⊕ (v + δv) = (q ⊕ v) ⊕ (J_v δv)   (first order).
+
+        **Raises:** `ValueError` when `q` is not (nq,) or `v` not (nv,)."""
+        _check_vectors(self, q=q, v=v)
+        fn = lambda j, qj, vj: j.integrate_derivatives(qj, vj)  # noqa: E731
+        return _block_diagonal(self, map_groups(self, fn, q=q, v=v))
+
+    @eqx.filter_jit
+    def difference_derivatives(
+        self, q0: Float[Array, " nq"], q1: Float[Array, " nq"]
+    ) -> tuple[Float[Array, "nv nv"], Float[Array, "nv nv"]]:
+        """`(J_q0, J_q1)` of `d = q1 ⊖ q0` in the tangent space (Pinocchio's `dDifference`,
+        ARG0 and ARG1): block diagonal, each joint's `difference_derivatives` on its block,
+
+            q1 ⊖ (q0 ⊕ δ) = d + J_q0 δ,    (q1 ⊕ δ) ⊖ q0 = d + J_q1 δ   (first order).
+
+        **Raises:** `ValueError` when `q0` or `q1` is not (nq,)."""
+        _check_vectors(self, q0=q0, q1=q1)
+        fn = lambda j, a, b: j.difference_derivatives(a, b)  # noqa: E731
+        return _block_diagonal(self, map_groups(self, fn, q=q0, q2=q1))
+
     def interpolate(self, q0: Array, q1: Array, t: ArrayLike) -> Float[Array, " nq"]:
         """`q0 ⊕ t (q1 ⊖ q0)`."""
         return self.integrate(q0, t * self.difference(q0, q1))
@@ -202,6 +230,33 @@ class Model(eqx.Module):
 
     def total_mass(self) -> Float[Array, ""]:
         return jnp.sum(self.inertias.mass)
+
+
+def _check_vectors(model: Model, **xs) -> None:
+    """`ValueError` naming the argument whose shape is not (nq,) (q…) or (nv,) (v)."""
+    for name, x in xs.items():
+        n = model.nv if name == "v" else model.nq
+        if jnp.shape(x) != (n,):
+            raise ValueError(f"`{name}` must have shape ({n},), got {jnp.shape(x)}")
+
+
+def _block_diagonal(model: Model, outs: list) -> tuple[Array, Array]:
+    """Two nv×nv block-diagonal matrices from per-group stacks of blocks `(A (n, k, k), B …)`
+    (`map_groups` order), placed at each joint's DOFs by one static gather."""
+    nv, groups = model.nv, plan(model).groups
+    pos, size = np.full((nv, nv), -1, np.int64), 0
+    for g in groups:
+        n, k = g.v_idx.shape
+        pos[g.v_idx[:, :, None], g.v_idx[:, None, :]] = size + np.arange(n * k * k).reshape(n, k, k)
+        size += n * k * k
+    pos[pos < 0] = size  # off the blocks: the zero appended below
+    result = []
+    for i in range(2):
+        blocks = [o[i].reshape(-1) for o, g in zip(outs, groups, strict=True) if g.v_idx.size]
+        dtype = jnp.result_type(*blocks) if blocks else jnp.result_type(float)
+        flat = jnp.concatenate(blocks + [jnp.zeros(1, dtype)])
+        result.append(flat[pos])
+    return result[0], result[1]
 
 
 def _index(names: tuple[str, ...], name: str, what: str) -> int:

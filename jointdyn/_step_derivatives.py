@@ -1,0 +1,235 @@
+"""Derivatives of one simulation step, for trajectory optimisation: `step_derivatives`.
+
+The discrete dynamics `x⁺ = f(x, u)`, `x = (q, v)`, `u = tau`, of `jd.step`, and its Jacobians
+in the tangent space, as Crocoddyl's `Fx`, `Fu`: the state is perturbed as `(q ⊕ δq, v + δv)`
+and the next state measured as `(q⁺' ⊖ q⁺, v⁺' − v⁺)` (`model.integrate`, `model.difference`),
+
+    fx = ∂(q⁺, v⁺)/∂(δq, δv)   (2nv × 2nv),      fu = ∂(q⁺, v⁺)/∂tau   (2nv × nv).
+
+**Built from analytic pieces**, never autodiff through ABA: the acceleration
+`v̇ = aba(q, v, tau + Q(q, v), f_ext)` (`Q`: the joints' passive forces and the contact
+forces' generalized forces, as in `jd.step`) has
+
+    ∂v̇/∂q = A_q + M⁻¹ ∂Q/∂q,   ∂v̇/∂v = A_v + M⁻¹ ∂Q/∂v,   ∂v̇/∂tau = M⁻¹,
+
+with `A_q, A_v, M⁻¹` from `aba_derivatives` (Carpentier & Mansard's analytic derivatives) and
+`∂Q` by forward-mode autodiff of the cheap function `Q` (`2·nv` directional derivatives).
+Moving `q` by `w` is differentiated with `model.integrate_derivatives` (`dIntegrate`):
+`δ(q ⊕ w) = J_q δq + J_v δw`.
+
+**Integrators** (as `jd.step`):
+
+- `"semi_implicit_euler"` (Crocoddyl's `IntegratedActionModelEuler`): `v⁺ = v + dt v̇`,
+  `q⁺ = q ⊕ dt v⁺`, so
+
+      ∂v⁺/∂(q, v, tau) = (dt ∂v̇/∂q, 1 + dt ∂v̇/∂v, dt M⁻¹)
+      ∂q⁺/∂(q, v, tau) = (J_q, 0, 0) + dt J_v ∂v⁺/∂(q, v, tau)        (J at (q, dt v⁺)).
+
+- `"rk4"`: the stages `qᵢ = q ⊕ cᵢ dt vᵢ₋₁`, `vᵢ = v + cᵢ dt aᵢ₋₁`, `aᵢ = v̇(qᵢ, vᵢ)` carry
+  their Jacobians along (`δqᵢ` in the tangent space at `qᵢ`): four `aba_derivatives`.
+- `"implicit"`: `v⁺ = v + Δv`, `W Δv = r`, `W = M + dt D + dt² K`, `r = dt (M v̇ − dt K v)`, so
+
+      δΔv = W⁻¹ (δr − δW Δv),
+
+  `δ(M x)` for a fixed `x` from `rnea_derivatives` of the model without gravity at
+  `(q, 0, x)`, and the derivatives of `D = −∂Q/∂v`, `K = −∂Q/∂q` (second derivatives of `Q`)
+  by forward-mode autodiff of `Q`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+from ._compile import jit_unless_traced
+from ._contact import GroundContact
+from ._derivatives import aba_derivatives, rnea_derivatives
+from ._dynamics import crba
+from ._model import Model
+from ._simulation import INTEGRATORS, _check, _passive
+
+
+class StepDerivatives(eqx.Module):
+    """Output of `step_derivatives`: the next state `q` (nq, normalised), `v` (nv), as
+    `jd.step` gives it, and the Jacobians in the tangent space (Crocoddyl's `Fx`, `Fu`):
+
+        fx = [[∂q⁺/∂q, ∂q⁺/∂v], [∂v⁺/∂q, ∂v⁺/∂v]]   (2nv × 2nv),   fu = [∂q⁺/∂tau; ∂v⁺/∂tau]   (2nv × nv)."""
+
+    q: Float[Array, " nq"]
+    v: Float[Array, " nv"]
+    fx: Float[Array, "2nv 2nv"]
+    fu: Float[Array, "2nv nv"]
+
+
+def _passive_derivatives(model, contact, q, v):
+    """`Q(q, v)` (passive and contact generalized forces) and `(∂Q/∂q, ∂Q/∂v)`, q in the
+    tangent space, by forward mode (`Q` is a cheap, non-recursive function but for the
+    contact's one RNEA pass)."""
+    zero = jnp.zeros_like(v)
+    Q = _passive(model, contact, q, v)
+    dQ_dq = jax.jacfwd(lambda d: _passive(model, contact, model.integrate(q, d), v))(zero)
+    dQ_dv = jax.jacfwd(lambda x: _passive(model, contact, q, x))(v)
+    return Q, dQ_dq, dQ_dv
+
+
+def _acceleration(model, q, v, tau, contact, f_ext):
+    """`v̇ = aba(q, v, tau + Q, f_ext)` and its Jacobian `(∂v̇/∂q, ∂v̇/∂v, ∂v̇/∂tau = M⁻¹)`."""
+    Q, dQ_dq, dQ_dv = _passive_derivatives(model, contact, q, v)
+    d = aba_derivatives(model, q, v, tau + Q, f_ext)
+    M_inv = d.dvdot_dtau
+    return d.vdot, (d.dvdot_dq + M_inv @ dQ_dq, d.dvdot_dv + M_inv @ dQ_dv, M_inv)
+
+
+def _chain(J: tuple, Dq: Array, Dv: Array, Du: Array | None) -> Array:
+    """`J_q Dq + J_v Dv + J_u Du`: a Jacobian in (q, v, tau) from one in (its q, v, tau)."""
+    out = J[0] @ Dq + J[1] @ Dv
+    return out if Du is None else out + J[2] @ Du
+
+
+def _euler_rk4(model, q, v, tau, dt, contact, f_ext, rk4: bool):
+    nv, dtype = model.nv, jnp.result_type(q, v, tau)
+    eye = jnp.eye(nv, dtype=dtype)
+    zero = jnp.zeros((nv, nv), dtype)
+    # Jacobians with respect to (δq, δv, δtau), as (nv, 3nv) blocks
+    E_q, E_v, E_u = (
+        jnp.concatenate(b, 1) for b in ([eye, zero, zero], [zero, eye, zero], [zero, zero, eye])
+    )
+    a, Ja = _acceleration(model, q, v, tau, contact, f_ext)
+    Da = _chain(Ja, E_q, E_v, E_u)
+    if not rk4:
+        v1 = v + dt * a
+        Dv1 = E_v + dt * Da
+        Jq, Jv = model.integrate_derivatives(q, dt * v1)
+        return model.integrate(q, dt * v1), v1, Jq @ E_q + dt * (Jv @ Dv1), Dv1
+    vs, Dvs, accs, Das = [v], [E_v], [a], [Da]
+    for c in (0.5, 0.5, 1.0):
+        w = c * dt * vs[-1]
+        qi = model.integrate(q, w)
+        Jq, Jv = model.integrate_derivatives(q, w)
+        Dqi = Jq @ E_q + c * dt * (Jv @ Dvs[-1])
+        vi = v + c * dt * accs[-1]
+        Dvi = E_v + c * dt * Das[-1]
+        ai, Jai = _acceleration(model, qi, vi, tau, contact, f_ext)
+        vs.append(vi)
+        Dvs.append(Dvi)
+        accs.append(ai)
+        Das.append(_chain(Jai, Dqi, Dvi, E_u))
+    wts = (1.0, 2.0, 2.0, 1.0)
+    dq = sum(wi * x for wi, x in zip(wts, vs, strict=True)) * (dt / 6)
+    Ddq = sum(wi * x for wi, x in zip(wts, Dvs, strict=True)) * (dt / 6)
+    v1 = v + sum(wi * x for wi, x in zip(wts, accs, strict=True)) * (dt / 6)
+    Dv1 = E_v + sum(wi * x for wi, x in zip(wts, Das, strict=True)) * (dt / 6)
+    Jq, Jv = model.integrate_derivatives(q, dq)
+    return model.integrate(q, dq), v1, Jq @ E_q + Jv @ Ddq, Dv1
+
+
+def _implicit(model, q, v, tau, dt, contact, f_ext):
+    nv, dtype = model.nv, jnp.result_type(q, v, tau)
+    eye = jnp.eye(nv, dtype=dtype)
+    zero = jnp.zeros((nv, nv), dtype)
+    zv = jnp.zeros(nv, dtype)
+    a, (A_q, A_v, M_inv) = _acceleration(model, q, v, tau, contact, f_ext)
+    M = crba(model, q)
+
+    def Q(qq, vv):
+        return _passive(model, contact, qq, vv)
+
+    def D_times(qq, vv, y):  # D y = −∂Q/∂v y
+        return -jax.jvp(lambda x: Q(qq, x), (vv,), (y,))[1]
+
+    def K_times(qq, vv, y):  # K y = −∂Q/∂q y (tangent space)
+        return -jax.jvp(lambda d: Q(model.integrate(qq, d), vv), (zv,), (y,))[1]
+
+    D = jax.vmap(lambda y: D_times(q, v, y), out_axes=1)(eye)
+    K = jax.vmap(lambda y: K_times(q, v, y), out_axes=1)(eye)
+    W = M + dt * D + dt**2 * K
+    Kv = K @ v
+    r = dt * (M @ a - dt * Kv)
+    dv = jnp.linalg.solve(W, r)
+    v1 = v + dv
+
+    weightless = eqx.tree_at(lambda m: m.gravity, model, jnp.zeros_like(model.gravity))
+
+    def dMx_dq(x):  # ∂(M(q) x)/∂q at fixed x, tangent space
+        return rnea_derivatives(weightless, q, zv, x)[0]
+
+    def d_times(fn, y):  # (∂(fn(q, v, y))/∂q, ∂/∂v) at fixed y
+        dq = jax.jacfwd(lambda d: fn(model.integrate(q, d), v, y))(zv)
+        dvv = jax.jacfwd(lambda x: fn(q, x, y))(v)
+        return dq, dvv
+
+    # δ(M a) = δM a + M δa, with M δa = M (A_q, A_v, M⁻¹)
+    dMa_q = dMx_dq(a) + M @ A_q
+    dMa_v = M @ A_v
+    dKv_q, dKv_v = d_times(K_times, v)
+    dr_q = dt * (dMa_q - dt * dKv_q)
+    dr_v = dt * (dMa_v - dt * (dKv_v + K))
+    dr_u = dt * eye  # M M⁻¹
+    dDdv_q, dDdv_v = d_times(D_times, dv)
+    dKdv_q, dKdv_v = d_times(K_times, dv)
+    dW_q = dMx_dq(dv) + dt * dDdv_q + dt**2 * dKdv_q
+    dW_v = dt * dDdv_v + dt**2 * dKdv_v
+    rhs = jnp.concatenate([dr_q - dW_q, dr_v - dW_v, dr_u], 1)
+    Ddv = jnp.linalg.solve(W, rhs)
+    Dv1 = jnp.concatenate([zero, eye, zero], 1) + Ddv
+    Jq, Jv = model.integrate_derivatives(q, dt * v1)
+    Dq1 = jnp.concatenate([Jq, zero, zero], 1) + dt * (Jv @ Dv1)
+    return model.integrate(q, dt * v1), v1, Dq1, Dv1
+
+
+def step_derivatives(
+    model: Model,
+    q: Float[Array, " nq"],
+    v: Float[Array, " nv"],
+    tau: Float[Array, " nv"],
+    dt: ArrayLike,
+    *,
+    integrator: str = "semi_implicit_euler",
+    contact: GroundContact | None = None,
+    f_ext: Float[Array, "nb 6"] | None = None,
+) -> StepDerivatives:
+    """One step of `jd.step` and its Jacobians in the tangent space (Crocoddyl's `Fx`, `Fu`):
+
+        fx[:, :nv] = ∂(q⁺, v⁺)/∂δq  with q ← q ⊕ δq,   fx[:, nv:] = ∂(q⁺, v⁺)/∂v,
+        fu = ∂(q⁺, v⁺)/∂tau,         rows: (q⁺' ⊖ q⁺, v⁺' − v⁺)
+
+    built on the analytic `aba_derivatives` and `model.integrate_derivatives` (formulas: this
+    module's docstring). Every integrator of `jd.step`; the contact forces of a
+    `GroundContact` and the joints' passive forces (damping, springs, friction, limit stops)
+    are included, `f_ext` (`F_Bo_W`) is held fixed in world axes. One sample; batch a horizon
+    with `jax.vmap` or `jd.batched`.
+
+    **Returns:** `StepDerivatives(q, v, fx, fu)`, `q, v` the next state as `jd.step` gives it
+    (to rounding: the same formulas, evaluated along the derivatives).
+
+    **Raises:** `ValueError` naming the argument: shapes of `q`, `v`, `tau`, `f_ext`, a
+    non-positive `dt`, an unknown `integrator`, a `contact` that is not a `GroundContact`.
+    """
+    _check(model, q, v, tau, dt, integrator, contact)
+    if f_ext is not None and jnp.shape(f_ext) != (model.nbodies, 6):
+        raise ValueError(f"`f_ext` must have shape ({model.nbodies}, 6), got {jnp.shape(f_ext)}")
+    return _IMPLEMENTATIONS[integrator](model, q, v, tau, dt, contact, f_ext)
+
+
+def _step_derivatives(model, q, v, tau, dt, contact, f_ext, *, integrator):
+    nv = model.nv
+    dtype = jnp.result_type(q, v, tau)
+    dt = jnp.asarray(dt, dtype)
+    if integrator == "implicit":
+        q1, v1, Dq1, Dv1 = _implicit(model, q, v, tau, dt, contact, f_ext)
+    else:
+        rk4 = integrator == "rk4"
+        q1, v1, Dq1, Dv1 = _euler_rk4(model, q, v, tau, dt, contact, f_ext, rk4)
+    fx = jnp.concatenate([Dq1[:, : 2 * nv], Dv1[:, : 2 * nv]])
+    fu = jnp.concatenate([Dq1[:, 2 * nv :], Dv1[:, 2 * nv :]])
+    return StepDerivatives(model.normalize(q1), v1, fx, fu)
+
+
+_IMPLEMENTATIONS = {
+    name: jit_unless_traced(functools.partial(_step_derivatives, integrator=name))
+    for name in INTEGRATORS
+}
