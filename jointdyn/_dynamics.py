@@ -47,6 +47,11 @@ def _f_ext_world(t: JointTerms, f_ext: Array | None, nb: int) -> Array | None:
     return jnp.concatenate([n + cross(t.X_WB.p, f), f], -1)
 
 
+def _armature(model: Model) -> Array:
+    """Every joint's `params.armature`, one entry per DOF (nv,)."""
+    return map_joints(model, lambda j: j.params.armature, v_out=True)
+
+
 def _check_sizes(model: Model, **arrays) -> None:
     for name, x in arrays.items():
         if x is None:
@@ -69,7 +74,9 @@ def rnea(
         aᵢ = a₀ + Σ_{k ⪯ i} (S_k q̈_k + c_k + v_k × S_k q̇_k)     (sum over ancestors)
         fᵢ = Iᵢ aᵢ + vᵢ ×* Iᵢ vᵢ − f_extᵢ
         Fᵢ = Σ_{j ⪰ i} f_j                                        (sum over the subtree)
-        tauᵢ = Sᵢᵀ Fᵢ
+        tauᵢ = Sᵢᵀ Fᵢ + armatureᵢ ⊙ q̈ᵢ
+
+    (`M(q)` includes the rotors' reflected inertia `diag(armature)`, `JointParams.armature`.)
 
     **Arguments:** `f_ext` (nbodies, 6): `F_Bo_W`, the external force on each body at its origin,
     world axes. **Returns:** `tau` (nv).
@@ -82,7 +89,8 @@ def rnea(
 def _rnea(model: Model, q: Array, v: Array, vdot: Array, f_ext: Array | None) -> Array:
     p = plan(model)
     t = joint_terms(model, q, v)
-    return hinge_transpose_times(p, t.S, _rnea_forward(model, p, t, vdot, f_ext).F)
+    tau = hinge_transpose_times(p, t.S, _rnea_forward(model, p, t, vdot, f_ext).F)
+    return tau + _armature(model) * vdot
 
 
 class RneaForward(NamedTuple):
@@ -128,7 +136,8 @@ def crba(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nv nv"]:
     """Joint-space inertia matrix `M(q)` (composite rigid body algorithm).
 
         I^cᵢ = Σ_{j ⪰ i} Iⱼ                                  (composite inertias, world frame)
-        M[k, l] = S_kᵀ I^c_body(l) S_l   where body(k) ⪯ body(l), and symmetric.
+        M[k, l] = S_kᵀ I^c_body(l) S_l   where body(k) ⪯ body(l), and symmetric,
+        M += diag(armature)                                  (rotor inertia, `JointParams`)
 
     In world coordinates the composite inertias are a sum over each subtree (one product with
     the ancestor matrix) and every block of M is one entry of `Sᵀ (I^c S)`.
@@ -144,7 +153,7 @@ def crba(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nv nv"]:
     Sd, Fd = dof_columns(p, t.S), dof_columns(p, F)
     A = Sd.T @ Fd  # A[k, l] = S_kᵀ I^c_body(l) S_l
     up = jnp.asarray(p.dof_ancestor, bool)
-    return jnp.where(up, A, jnp.where(up.T, A.T, 0.0))
+    return jnp.where(up, A, jnp.where(up.T, A.T, 0.0)) + jnp.diag(_armature(model))
 
 
 @jit_unless_traced
@@ -159,7 +168,7 @@ def aba(
 
     Up the tree, level by level from the leaves (world frame, so no transforms):
 
-        Uᵢ = I^Aᵢ Sᵢ,  Dᵢ = Sᵢᵀ Uᵢ,  uᵢ = tauᵢ − Sᵢᵀ p^Aᵢ
+        Uᵢ = I^Aᵢ Sᵢ,  Dᵢ = Sᵢᵀ Uᵢ + diag(armatureᵢ),  uᵢ = tauᵢ − Sᵢᵀ p^Aᵢ
         I^a = I^Aᵢ − Uᵢ Dᵢ⁻¹ Uᵢᵀ,   p^a = p^Aᵢ + I^a cᵢ + Uᵢ Dᵢ⁻¹ uᵢ
         I^A_λ += I^a,   p^A_λ += p^a
 
@@ -226,8 +235,9 @@ def _aba_jvp(primals, tangents):
         rhs = -dr if rhs is None else rhs - dr
     if rhs is None:
         return vdot, jnp.zeros_like(vdot)
+    armature = _armature(model)
     dvdot = jax.lax.custom_linear_solve(
-        lambda x: _mass_times(p, t, I, x),
+        lambda x: _mass_times(p, t, I, x, armature),
         rhs,
         lambda _, b: _aba_sweep(p, fac, None, None, b, None),
         symmetric=True,
@@ -235,11 +245,13 @@ def _aba_jvp(primals, tangents):
     return vdot, dvdot
 
 
-def _mass_times(p, t: JointTerms, I: WorldInertia, x: Array) -> Array:
-    """`M(q) x = Sᵀ A (I Aᵀ S x)` (RNEA's sums with `v = 0`, no gravity), the matrix that
-    `M⁻¹` inverts in ABA's rule (`lax.custom_linear_solve` differentiates through it)."""
+def _mass_times(p, t: JointTerms, I: WorldInertia, x: Array, armature: Array) -> Array:
+    """`M(q) x = Sᵀ A (I Aᵀ S x) + armature ⊙ x` (RNEA's sums with `v = 0`, no gravity), the
+    matrix that `M⁻¹` inverts in ABA's rule (`lax.custom_linear_solve` differentiates through
+    it)."""
     anc = jnp.asarray(p.ancestor, x.dtype)
-    return hinge_transpose_times(p, t.S, anc @ I.apply(anc.T @ hinge_times(p, t.S, x)))
+    Mx = hinge_transpose_times(p, t.S, anc @ I.apply(anc.T @ hinge_times(p, t.S, x)))
+    return Mx + armature * x
 
 
 _aba_rule.defjvp(_aba_jvp, symbolic_zeros=True)
@@ -257,7 +269,7 @@ def _aba_setup(model: Model, q: Array, v: Array, f_ext: Array | None, keep=None)
     if fe is not None:
         pA0 = pA0 - fe
     c = t.cJ + motion_cross(t.V, t.vJ)
-    fac = _articulated_inertias(p, t, I.as_matrix(), keep)
+    fac = _articulated_inertias(p, t, I.as_matrix(), _armature(model), keep)
     return p, t, fac, pA0, c, _base_acceleration(model, t.V.dtype), I
 
 
@@ -272,8 +284,11 @@ class _AbaSubset(NamedTuple):
     Ia: Array | None
 
 
-def _articulated_inertias(p, t: JointTerms, IA0: Array, keep=None) -> list[list[_AbaSubset]]:
-    """The inertia half of ABA's up pass: `I^A`, `U`, `D⁻¹`, `I^a` per level and subset.
+def _articulated_inertias(
+    p, t: JointTerms, IA0: Array, armature: Array, keep=None
+) -> list[list[_AbaSubset]]:
+    """The inertia half of ABA's up pass: `I^A`, `U`, `D⁻¹`, `I^a` per level and subset
+    (`D = Sᵀ I^A S + diag(armature)`, armature (nv,) in DOF order).
 
     A locked joint (`keep` 0.0) gets `D⁻¹ = 0`: then `I^a = I^A` passes its whole inertia on
     and `q̈ = D⁻¹(u − Uᵀ a) = 0`, which is ABA on the model with that joint welded."""
@@ -282,6 +297,7 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array, keep=None) -> list[list[
     fac: list = [None] * L
     IA0 = take(IA0, p.level_order)  # level order: each level's and subset's rows are a slice
     keep = None if keep is None else take(keep, p.level_order)
+    armature = take(armature, p.level_dofs)
     S_L = [take(S, pos) for S, pos in zip(t.S, p.class_level_pos, strict=True)]
     for li in range(L - 1, -1, -1):
         lv = p.levels[li]
@@ -297,6 +313,7 @@ def _articulated_inertias(p, t: JointTerms, IA0: Array, keep=None) -> list[list[
             S = take(S_L[s.cls], s.class_rows)
             U = matmul(IAs, S)
             D = matmul(jnp.swapaxes(S, 1, 2), U)
+            D = add(D, take(armature, s.dof_rows)[:, :, None] * jnp.eye(s.nv, dtype=D.dtype))
             if keep is not None:  # a locked joint may move no inertia (D = 0): invert 1
                 k = take(keep, s.rows)[:, None, None]
                 D = jnp.where(k > 0, D, jnp.eye(s.nv, dtype=D.dtype))

@@ -84,13 +84,17 @@ class JointParams(eqx.Module):
     Sizes: `position_lower`, `position_upper`, `default_position`, `stop_stiffness`,
     `stop_damping`, `spring_reference` have nq entries (one per coordinate);
     `velocity_limit`, `acceleration_limit`, `effort_limit`, `damping`, `friction`,
-    `spring_stiffness` have nv entries. Limits default to ±inf, the others to 0;
+    `spring_stiffness`, `armature` have nv entries. Limits default to ±inf, the others to 0;
     `default_position` and `spring_reference` to the joint's neutral.
 
     The joint spring (MuJoCo's `stiffness` and `springref`) pulls towards the configuration
     `spring_reference` with `tau = −spring_stiffness ⊙ (q ⊖ spring_reference)` (see
     `AbstractJoint.passive_force`); it is named apart from the limit stops' `stop_stiffness`,
     which act only outside the position limits.
+
+    `armature` is the reflected inertia of a rotor driving each DOF (`J_rotor · gear²`;
+    Pinocchio's `model.armature`, MuJoCo's `armature`): it adds `diag(armature)` to the mass
+    matrix, `armature ⊙ v̇` to inverse dynamics and `½ Σ armature ⊙ v²` to the kinetic energy.
 
     For a quaternion's coordinates (Ball, Free) position limits and limit stops have no
     meaning and must stay infinite/zero.
@@ -108,6 +112,7 @@ class JointParams(eqx.Module):
     stop_damping: Float[Array, " nq"]
     spring_stiffness: Float[Array, " nv"]
     spring_reference: Float[Array, " nq"]
+    armature: Float[Array, " nv"]
 
     @staticmethod
     def create(
@@ -127,6 +132,7 @@ class JointParams(eqx.Module):
         stop_damping: ArrayLike = 0.0,
         spring_stiffness: ArrayLike = 0.0,
         spring_reference: ArrayLike | None = None,
+        armature: ArrayLike = 0.0,
     ) -> JointParams:
         """Validate and broadcast; raises `ValueError` naming the offending argument."""
         p = JointParams(
@@ -146,12 +152,14 @@ class JointParams(eqx.Module):
             spring_reference=as_param(
                 neutral if spring_reference is None else spring_reference, (nq,), "spring_reference"
             ),
+            armature=as_param(armature, (nv,), "armature"),
         )
         p.validate()
         return p
 
     def validate(self) -> None:
-        """Raise `ValueError` for lower > upper or negative limits, damping, friction, stiffness."""
+        """Raise `ValueError` for lower > upper or negative limits, damping, friction, stiffness,
+        armature."""
         leaves = jax.tree.leaves(self)
         if not all(_is_concrete(x) for x in leaves):
             return
@@ -167,6 +175,7 @@ class JointParams(eqx.Module):
             "stop_stiffness",
             "stop_damping",
             "spring_stiffness",
+            "armature",
         ):
             x = np.asarray(getattr(self, name))
             if np.any(np.isnan(x)) or np.any(x < 0):

@@ -387,11 +387,13 @@ def center_of_mass(model: Model, q: Float[Array, " nq"]) -> Float[Array, "3"]:
 
 @jit_unless_traced
 def kinetic_energy(model: Model, q: Array, v: Array) -> Float[Array, ""]:
-    """`T = ½ Σ vᵢᵀ Iᵢ vᵢ` (equal to `½ vᵀ M(q) v`)."""
+    """`T = ½ Σ vᵢᵀ Iᵢ vᵢ + ½ Σ armature ⊙ v²` (equal to `½ vᵀ M(q) v`; the second sum is
+    the rotors', `JointParams.armature`)."""
     model = astype(model, _dtype(q, v))
     t = joint_terms(model, q, v)
     h = world_inertias(model, t.X_WB).apply(t.V)
-    return 0.5 * jnp.sum(h * t.V)
+    armature = map_joints(model, lambda j: j.params.armature, v_out=True)
+    return 0.5 * (jnp.sum(h * t.V) + jnp.sum(armature * v * v))
 
 
 @jit_unless_traced

@@ -16,12 +16,26 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
-from ._joint import AbstractJoint
+from ._joint import AbstractJoint, JointParams
 from ._model_checks import singular_mass_matrix
 from ._spatial import SpatialInertia, Transform
 from ._traversal import map_groups, map_joints, plan
 
 WORLD = "world"
+
+
+def _with_param(joint: AbstractJoint, name: str, x: Array, q_sized: bool) -> AbstractJoint:
+    """`joint` with `params.<name>` = x; a `Composite` (whose `params` is a view) sets its
+    sub-joints' parameters, in order."""
+    subs = getattr(joint, "joints", None)
+    if subs is None:
+        return eqx.tree_at(lambda j: getattr(j.params, name), joint, x)
+    sizes = np.cumsum([0] + [j.nq if q_sized else j.nv for j in subs])
+    new = tuple(
+        _with_param(j, name, x[a:b], q_sized)
+        for j, a, b in zip(subs, sizes[:-1], sizes[1:], strict=True)
+    )
+    return eqx.tree_at(lambda j: j.joints, joint, new)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,6 +241,38 @@ class Model(eqx.Module):
     def effort_limit(self) -> Float[Array, " nv"]:
         """Concatenation of each joint's `params.effort_limit`."""
         return self._joint_param("effort_limit")
+
+    def armature(self) -> Float[Array, " nv"]:
+        """Concatenation of each joint's `params.armature` (rotor inertia per DOF)."""
+        return self._joint_param("armature")
+
+    def with_joint_params(self, **vectors: ArrayLike) -> Model:
+        """A copy with `JointParams` fields set from model-wide vectors, the inverse of
+        `armature()`, `effort_limit()`, …: `model.with_joint_params(armature=a, damping=d)`.
+
+        Each vector has nq entries for the q-sized fields (`position_lower`, `position_upper`,
+        `default_position`, `stop_stiffness`, `stop_damping`, `spring_reference`) and nv for the
+        others; joint `j` takes its `q_slice`/`v_slice`. Differentiable and jit-safe (values may
+        be traced); concrete values are validated as `JointParams.create` does.
+        """
+        q_sized = {"position_lower", "position_upper", "default_position"}
+        q_sized |= {"stop_stiffness", "stop_damping", "spring_reference"}
+        known = set(JointParams.__dataclass_fields__)
+        joints = list(self.joints)
+        for name, x in vectors.items():
+            if name not in known:
+                raise ValueError(f"unknown joint parameter {name!r}; known: {sorted(known)}")
+            n = self.nq if name in q_sized else self.nv
+            x = jnp.asarray(x)
+            if x.shape != (n,):
+                raise ValueError(f"`{name}` must have shape ({n},), got {x.shape}")
+            x = x.astype(jnp.result_type(getattr(joints[0].params, name).dtype, x.dtype))
+            for i, jname in enumerate(self.joint_names):
+                s = self.q_slice(jname) if name in q_sized else self.v_slice(jname)
+                joints[i] = _with_param(joints[i], name, x[s], name in q_sized)
+        for j in joints:
+            j.params.validate()
+        return eqx.tree_at(lambda m: m.joints, self, tuple(joints))
 
     def total_mass(self) -> Float[Array, ""]:
         return jnp.sum(self.inertias.mass)

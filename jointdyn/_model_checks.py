@@ -94,7 +94,8 @@ def mass_matrix_at_generic_configuration(model) -> np.ndarray:
         for k in np.flatnonzero(ancestor[:, b]):  # b and its ancestors
             J[:, offsets[k] : offsets[k + 1]] = columns[k]
         M += J.T @ I_b @ J
-    return M
+    armature = [np.asarray(j.params.armature, float) for j in model.joints]
+    return M + np.diag(np.concatenate(armature + [np.zeros(0)]))
 
 
 def singular_mass_matrix(model) -> str | None:

@@ -16,6 +16,7 @@ reads it. Importing jointdyn never imports `mujoco`.
 | body `pos`/`quat`, joint `pos`/`axis` | `X_PF`, `X_BM` |
 | `body_mass`, `ipos`, `iquat`, diagonal `inertia` | `SpatialInertia(m, ipos, R diag(I) Rᵀ)` |
 | `damping` | `damping` |
+| `armature` | `armature` (rotor inertia added to the mass matrix) |
 | `frictionloss` (hinge, slide) | `friction` (Coulomb `−μ sign(v)`; MuJoCo: a soft constraint) |
 | `stiffness`, `springref` | `spring_stiffness`, `spring_reference` |
 | `range` (limited hinge, slide) | `position_lower`, `position_upper` (not enforced) |
@@ -39,7 +40,7 @@ bodies `{body}_part{k}` (named frames), one per group of joints, which has the s
 
 Flags that switch a force off in MuJoCo switch it off here: `gravity`, `spring`, `damper`,
 `frictionloss` and `constraint` (which holds frictionloss). Left out, with one `UserWarning`
-naming every element: actuators, tendons, equality constraints, armature, gravity
+naming every element: actuators, tendons, equality constraints, gravity
 compensation, fluid forces, flexes, plugins, the cone limit of a ball joint and the
 frictionloss of ball and free joints. Joint limits load as position limits, not enforced;
 MuJoCo's contact model is not loaded: `contact_points_from_mujoco` turns the colliding
@@ -200,8 +201,8 @@ def from_mujoco(mj_model: Any) -> Model:
         )
     for name, parent, X in frames:
         builder.add_frame(name, parent, _transform(X))
-    # MuJoCo compiles models whose mass matrix is regular only through armature, which is
-    # left out here: load them (kinematics work) and say so, as load_urdf does.
+    # MuJoCo accepts some models whose mass matrix is singular (kept regular by its constraint
+    # solver's regularisation): load them (kinematics work) and say so, as load_urdf does.
     return builder.build(singular="warn")
 
 
@@ -417,6 +418,7 @@ def _make_joint(m: Any, j: int, axis: np.ndarray | None, switches: dict) -> Abst
     qa, da = int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j])
     nq, nv = {_FREE: (7, 6), _BALL: (4, 3), _SLIDE: (1, 1), _HINGE: (1, 1)}[kind]
     damping = np.array(m.dof_damping[da : da + nv], float) if switches["damper"] else np.zeros(nv)
+    armature = np.array(m.dof_armature[da : da + nv], float)
     stiffness = float(m.jnt_stiffness[j]) if switches["spring"] else 0.0
     q0 = np.array(m.qpos0[qa : qa + nq], float)
     qs = np.array(m.qpos_spring[qa : qa + nq], float)
@@ -425,11 +427,12 @@ def _make_joint(m: Any, j: int, axis: np.ndarray | None, switches: dict) -> Abst
         swap_q = lambda x: np.concatenate([x[3:], x[:3]])  # noqa: E731
         params |= dict(
             damping=np.concatenate([damping[3:], damping[:3]]),
+            armature=np.concatenate([armature[3:], armature[:3]]),
             default_position=swap_q(q0),
             spring_reference=swap_q(qs),
         )
         return Free(**params)
-    params |= dict(damping=damping, default_position=q0, spring_reference=qs)
+    params |= dict(damping=damping, armature=armature, default_position=q0, spring_reference=qs)
     if kind == _BALL:
         return Ball(**params)
     if switches["frictionloss"]:
@@ -450,13 +453,11 @@ def _left_out(m: Any, names: _Names, frictionloss: bool) -> list[str]:
     listed("actuator(s)", [_name(m, "actuator", i) for i in range(m.nu)])
     listed("tendon(s)", [_name(m, "tendon", i) for i in range(m.ntendon)])
     listed("equality constraint(s)", [_name(m, "equality", i) for i in range(m.neq)])
-    dof_joint = np.asarray(m.dof_jntid)
-    armature = sorted({int(dof_joint[d]) for d in np.flatnonzero(np.asarray(m.dof_armature))})
-    listed("joint(s) with armature", [names.joint[j] for j in armature])
     listed(
         "body(ies) with gravity compensation",
         [names.body[b] for b in np.flatnonzero(np.asarray(m.body_gravcomp))],
     )
+    dof_joint = np.asarray(m.dof_jntid)
     rot = [j for j in range(m.njnt) if m.jnt_type[j] in (_FREE, _BALL)]
     listed("ball joint cone limit(s)", [names.joint[j] for j in rot if m.jnt_limited[j]])
     if frictionloss:

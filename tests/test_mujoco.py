@@ -96,12 +96,11 @@ def _full_mass_matrix(m, d):
 def _testdata_model():
     """MuJoCo's bundled test model with what jointdyn leaves out switched off in MuJoCo too."""
     m = mujoco.MjModel.from_xml_path(str(TESTDATA))
-    m.dof_armature[:] = 0
     m.body_gravcomp[:] = 0
     m.opt.density = m.opt.viscosity = 0
     bits = mujoco.mjtDisableBit
     m.opt.disableflags |= bits.mjDSBL_CONTACT | bits.mjDSBL_CONSTRAINT | bits.mjDSBL_ACTUATION
-    mujoco.mj_setConst(m, mujoco.MjData(m))  # constants that depend on the armature
+    mujoco.mj_setConst(m, mujoco.MjData(m))  # constants that depend on what was switched off
     return m
 
 
@@ -252,7 +251,8 @@ def test_left_out_elements_warn_once():
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        jd.load_mjcf(xml)
+        model = jd.load_mjcf(xml)
+    assert float(model.joint("j1").params.armature[0]) == 0.1  # armature is loaded, not left out
     messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     assert len(messages) == 1, messages
     msg = messages[0]
@@ -260,7 +260,6 @@ def test_left_out_elements_warn_once():
         "2 actuator(s): m1, actuator1",
         "2 tendon(s): tie, rope",
         "1 equality constraint(s): pin",
-        "joint(s) with armature: j1",
         "gravity compensation: a",
         "ball joint cone limit(s): j2",
         "frictionloss of ball/free joint(s): j2",
