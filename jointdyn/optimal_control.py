@@ -64,8 +64,13 @@ the feed-forward step solves the box QP
 `min_δu ½ δuᵀ Q_uu δu + Q_uᵀ δu` s.t. `lower − u_t ≤ δu ≤ upper − u_t` by projected Newton
 (Bertsekas 1982; Tassa et al. 2014): free set `{i: not (δu_i at a bound and the gradient
 pushing out)}`, Newton step on the free set, projected Armijo line search. Then `k = −δu`,
-`K = [Q_uu,ff⁻¹ 0] Q_xuᵀ` (zero rows on clamped controls), the clamped entries of `Q_u` are
-zeroed (the stopping test then measures the reduced gradient), and the forward pass clips `û`.
+`K = [Q_uu,ff⁻¹ 0] Q_xuᵀ` (zero rows on clamped controls), and the forward pass clips `û`.
+One departure from Crocoddyl: it zeroes the clamped entries of `Q_u` before the expected
+improvement; here they are kept, so that `d₁ + ½d₂` is the box QP's own decrease
+`−(½δuᵀQ_uu δu + Q_uᵀδu)`. With Crocoddyl's zeroing a step that moves a control onto its
+bound is predicted to *raise* the cost, full steps are refused and the controls crawl towards
+the bound by halving steps, while `|d₁ + ½d₂|` (which no longer sees them) reports
+convergence. The optimum is the same.
 
 **Batches and differentiation.** Everything is a pure function of pytrees: `jax.vmap` over a
 function that builds and solves a problem solves a batch (targets, initial states, models) in
@@ -415,7 +420,6 @@ def _backward(problem, Fx, Fu, g, H, gT, HT, fs, us, reg, feasible, fixed):
             )
             k = jnp.where(feasible, -x, k)
             K = jnp.where(feasible, Kb, K)
-            Qu = jnp.where(feasible & ~free, 0.0, Qu)
         Vx_t = Qx - K.T @ Qu
         Vxx_t = Qxx - Qxu @ K
         Vxx_t = 0.5 * (Vxx_t + Vxx_t.T) + reg * eye_x
