@@ -128,7 +128,9 @@ def least_squares(
     entries (e.g. `joint_parameters`: armature, damping, friction) are kept ≥ 0. The fit starts
     at `prior` (required: physical bodies, e.g. the nominal model's) and runs `iterations`
     Levenberg–Marquardt steps on `r(θ, x) = R π(θ, x) − Qᵀ τ` (`Y = Q R`: no `YᵀY`, whose
-    condition number is squared), with damping `μ diag(JᵀJ)` adapted per step, each step
+    condition number is squared), with damping `μ (diag(JᵀJ) + 10⁻³ mean diag(JᵀJ))` (the floor
+    keeps the directions that the data does not see from taking huge steps) adapted per step,
+    each step
     projected onto `x ≥ 0` and kept only if it lowers the cost. Directions the data does not
     see are not moved (the damping), so unidentifiable combinations keep the prior's values.
     A body with zero mass in `prior` stays massless (it has no log-Cholesky coordinates).
@@ -216,7 +218,7 @@ def _lm(Y, t, pi0, theta0, massive, nbodies, iterations):
         JtJ = J.T @ J
         g = J.T @ r
         d = jnp.diag(JtJ)
-        D = d + 1e-12 * jnp.max(d)
+        D = d + 1e-3 * jnp.mean(d)  # floor: unseen directions move little
         dz = -jnp.linalg.solve(JtJ + mu * jnp.diag(D), g)
         z_new = project(z + dz)
         c_new = cost(z_new)
