@@ -27,7 +27,7 @@ knot*: Crocoddyl's Euler model multiplies its differential cost by `dt`, so writ
 
 **Derivatives.** Tangent space at each knot (Crocoddyl's convention): `x ⊕ δx =
 (q ⊕ δq, v + δv)`, `x₁ ⊖ x₀ = (q₁ ⊖ q₀, v₁ − v₀)`. Dynamics `F_x = ∂x⁺/∂x`, `F_u = ∂x⁺/∂u`
-(2nv × 2nv, 2nv × nv). Costs, by autodiff of `z ↦ ℓ(x ⊕ δx, u + δu)` at 0, in one of two
+(2nv × 2nv, 2nv × nv) from `jd.step_derivatives` (analytic). Costs, by autodiff of `z ↦ ℓ(x ⊕ δx, u + δu)` at 0, in one of two
 forms, chosen by what the function returns:
 
 - a **scalar**: gradient and **full Hessian** (`jax.hessian`). Exact, but it can be
@@ -95,6 +95,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from ._model import Model
 from ._simulation import INTEGRATORS, step
+from ._step_derivatives import step_derivatives
 
 __all__ = ["ShootingProblem", "Solution", "solve"]
 
@@ -236,18 +237,10 @@ def _step(problem: ShootingProblem, q, v, tau):
 
 
 def _dynamics_derivatives(problem: ShootingProblem, q, v, tau):
-    """`(q⁺, v⁺, F_x, F_u)` in the tangent space, by forward-mode autodiff of `jd.step`
-    through `⊕` and `⊖` (stand-in until `jd.step_derivatives` exists)."""
-    model, nv = problem.model, problem.model.nv
-    q1, v1 = _step(problem, q, v, tau)
-
-    def f(z):
-        qa = model.integrate(q, z[:nv])
-        qn, vn = _step(problem, qa, v + z[nv : 2 * nv], tau + z[2 * nv :])
-        return _ominus(model, q1, v1, qn, vn)
-
-    J = jax.jacfwd(f)(jnp.zeros(3 * nv, q.dtype))
-    return q1, v1, J[:, : 2 * nv], J[:, 2 * nv :]
+    """`(q⁺, v⁺, F_x, F_u)` in the tangent space: `jd.step_derivatives` (analytic ABA
+    derivatives and the Lie-group Jacobians of `integrate`)."""
+    d = step_derivatives(problem.model, q, v, tau, problem.dt, integrator=problem.integrator)
+    return d.q, d.v, d.fx, d.fu
 
 
 def _cost_derivatives(fn, z0):
@@ -402,19 +395,21 @@ def _backward(problem, Fx, Fu, g, H, gT, HT, fs, us, reg, feasible, fixed):
     def body(carry, inp):
         Vx, Vxx = carry
         fx, fu, gt, Ht, f, u = inp
-        lx, lu = gt[:ndx], gt[ndx:]
-        lxx, lxu, luu = Ht[:ndx, :ndx], Ht[:ndx, ndx:], Ht[ndx:, ndx:]
-        FxV, FuV = fx.T @ Vxx, fu.T @ Vxx
-        Qx, Qu = lx + fx.T @ Vx, lu + fu.T @ Vx
-        Qxx, Qxu = lxx + FxV @ fx, lxu + FxV @ fu
-        Quu = luu + FuV @ fu + reg * jnp.eye(lu.shape[0], dtype=luu.dtype)
+        # Q = ℓ'' + Fᵀ V'xx F and q = ℓ' + Fᵀ V'x with F = [F_x F_u]: two products
+        F = jnp.concatenate([fx, fu], axis=1)
+        FV = F.T @ Vxx
+        Qall = Ht + FV @ F
+        qall = gt + F.T @ Vx
+        Qx, Qu = qall[:ndx], qall[ndx:]
+        Qxx, Qxu = Qall[:ndx, :ndx], Qall[:ndx, ndx:]
+        Quu = Qall[ndx:, ndx:] + reg * jnp.eye(Qu.shape[0], dtype=Qall.dtype)
         L = jnp.linalg.cholesky(Quu)
-        k = jax.scipy.linalg.cho_solve((L, True), Qu)
-        K = jax.scipy.linalg.cho_solve((L, True), Qxu.T)
+        kK = jax.scipy.linalg.cho_solve((L, True), jnp.concatenate([Qu[:, None], Qxu.T], axis=1))
+        k, K = kK[:, 0], kK[:, 1:]
         if problem.bounded:
             x, free = _box_qp(Quu, Qu, problem.tau_lower - u, problem.tau_upper - u, -k, fixed)
             mask = free[:, None] & free[None, :]
-            Hf = jnp.where(mask, Quu, jnp.eye(lu.shape[0], dtype=Quu.dtype))
+            Hf = jnp.where(mask, Quu, jnp.eye(Qu.shape[0], dtype=Quu.dtype))
             Kb = jnp.where(
                 free[:, None], jnp.linalg.solve(Hf, jnp.where(free[:, None], Qxu.T, 0.0)), 0.0
             )
