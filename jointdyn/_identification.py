@@ -128,11 +128,12 @@ def least_squares(
     entries (e.g. `joint_parameters`: armature, damping, friction) are kept ≥ 0. The fit starts
     at `prior` (required: physical bodies, e.g. the nominal model's) and runs `iterations`
     Levenberg–Marquardt steps on `r(θ, x) = R π(θ, x) − Qᵀ τ` (`Y = Q R`: no `YᵀY`, whose
-    condition number is squared), with damping `μ (diag(JᵀJ) + 10⁻³ mean diag(JᵀJ))` (the floor
-    keeps the directions that the data does not see from taking huge steps) adapted per step,
-    each step
-    projected onto `x ≥ 0` and kept only if it lowers the cost. Directions the data does not
-    see are not moved (the damping), so unidentifiable combinations keep the prior's values.
+    condition number is squared), with damping `μ (diag(JᵀJ) + 10⁻³ mean diag(JᵀJ))`, `μ`
+    adapted per step; each step is projected onto `x ≥ 0` and kept only if it lowers the cost.
+    The floor `10⁻³ mean diag(JᵀJ)` keeps the directions that the data does not see from
+    taking huge steps: the parameters that no torque depends on stay near the prior's. With
+    them held there, some base parameters may be reachable only approximately by physical
+    bodies (the notebook's noise-free arm: all 62 within 1 %, worst absolute error 1e-5).
     A body with zero mass in `prior` stays massless (it has no log-Cholesky coordinates).
 
     **Arguments:** `Y` (…, p) stacked regressor (leading axes flattened), `tau` (…) the matching
