@@ -1,0 +1,185 @@
+"""`step_derivatives`: the Jacobians of `jd.step` in the tangent space (Crocoddyl's `Fx`,
+`Fu`) against central finite differences of `jd.step` (every integrator, a tree with a joint
+of every class and every passive force, ground contact, `f_ext`), against Pinocchio
+(`computeABADerivatives` + `dIntegrate`) on panda and on a floating robot, under `vmap` and
+`jd.batched`, finite at zero velocity and identity, and `ValueError` for bad input."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pinocchio as pin
+import pytest
+from robots import load_jointdyn, load_pinocchio, q_to_pinocchio, v_to_pinocchio_matrix
+from trees import random_inertia, random_rotation
+
+import jointdyn as jd
+
+jax.config.update("jax_enable_x64", True)
+
+EPS = 1e-6
+DT = 0.01
+
+
+def passive_tree(seed: int = 0, small: bool = False) -> jd.Model:
+    """A Free root and a joint of every class at random places, each with damping, a spring
+    and Coulomb friction, and limit stops on the vector joints (limits ±0.4: some coordinates
+    of a random configuration are beyond them). `small`: only the joints whose configuration
+    space is not a vector space (Free, Ball, SpaceXYZ, [cos, sin]) and one revolute."""
+    rng = np.random.default_rng(seed)
+    P = dict(damping=0.3, spring_stiffness=2.0, friction=0.05)
+    L = dict(position_lower=-0.4, position_upper=0.4, stop_stiffness=30.0, stop_damping=0.5)
+    R = random_rotation(rng)
+
+    def ax():
+        return rng.normal(size=3)
+
+    joints = [
+        jd.Free(damping=0.1, spring_stiffness=1.0),
+        jd.Revolute(ax(), **P, **L),
+        jd.Prismatic(ax(), **P, **L),
+        jd.Screw(ax(), 0.1, **P, **L),
+        jd.RevoluteUnbounded(ax(), **P),
+        jd.Cylindrical(ax(), **P, **L),
+        jd.Universal(R[0], R[1], **P, **L),
+        jd.Gimbal(R, **P, **L),
+        jd.SpaceXYZ(check_singularity=False, **P),
+        jd.Ball(**P),
+        jd.Planar("xz", **P, **L),
+        jd.Translational(**P, **L),
+        jd.Weld(),
+        jd.Composite([jd.Prismatic(ax(), **P), jd.Revolute(ax(), **P)]),
+    ]
+    if small:
+        joints = [joints[i] for i in (0, 1, 4, 8, 9)]
+    b = jd.ModelBuilder()
+    for i, joint in enumerate(joints):
+        parent = "world" if i == 0 else f"b{int(rng.integers(0, i))}"
+        X_PF = jd.Transform.from_rpy(rng.normal(size=3), rng.normal(0, 0.3, 3))
+        X_BM = jd.Transform.from_rpy(rng.normal(size=3), rng.normal(0, 0.3, 3))
+        b.add_body(f"b{i}", random_inertia(rng), parent, joint, X_PF=X_PF, X_BM=X_BM)
+    return b.build()
+
+
+STEP = eqx.filter_jit(jd.step)
+
+
+def fd_step(model, q, v, tau, dt, integrator, contact=None, f_ext=None):
+    """Central differences of `jd.step` in the tangent space: `(fx, fu)`. A Python loop over
+    the directions calling the jitted `jd.step`, `model.integrate`, `model.difference` (each
+    compiled once): far cheaper to build than one program for all directions."""
+    nv = model.nv
+    kw = dict(integrator=integrator, contact=contact, f_ext=f_ext)
+    q1, v1 = STEP(model, q, v, tau, dt, **kw)
+    cols = []
+    for k in range(3 * nv):
+        pm = []
+        for sign in (1.0, -1.0):
+            z = jnp.zeros(3 * nv).at[k].set(sign * EPS)
+            dq, dv, du = jnp.split(z, 3)
+            qa, va = STEP(model, model.integrate(q, dq), v + dv, tau + du, dt, **kw)
+            pm.append(np.concatenate([model.difference(q1, qa), va - v1]))
+        cols.append((pm[0] - pm[1]) / (2 * EPS))
+    J = np.stack(cols, 1)
+    return J[:, : 2 * nv], J[:, 2 * nv :]
+
+
+@pytest.fixture(scope="module")
+def tree():
+    return passive_tree()
+
+
+@pytest.fixture(scope="module")
+def small_tree():
+    return passive_tree(small=True)
+
+
+def random_state(model, seed):
+    k = jax.random.split(jax.random.PRNGKey(seed), 4)
+    q = model.random_configuration(k[0])
+    v = jax.random.normal(k[1], (model.nv,))
+    tau = 3 * jax.random.normal(k[2], (model.nv,))
+    f_ext = jax.random.normal(k[3], (model.nbodies, 6))
+    return q, v, tau, f_ext
+
+
+def assert_matches(sd, fx, fu, tol, what):
+    scale = max(1.0, float(jnp.max(jnp.abs(fx))))
+    np.testing.assert_allclose(sd.fx, fx, rtol=0, atol=tol * scale, err_msg=f"{what} fx")
+    np.testing.assert_allclose(sd.fu, fu, rtol=0, atol=tol * scale, err_msg=f"{what} fu")
+
+
+@pytest.mark.parametrize("integrator", ["semi_implicit_euler", "rk4", "implicit"])
+def test_matches_finite_differences_on_every_joint_class(tree, small_tree, integrator):
+    """Every joint class with damping, springs, friction and limit stops, and `f_ext`
+    (`rk4` and `implicit`, whose programs are larger, on the rotations and one revolute)."""
+    if integrator != "semi_implicit_euler":
+        tree = small_tree
+    q, v, tau, f_ext = random_state(tree, 1)
+    sd = jd.step_derivatives(tree, q, v, tau, DT, integrator=integrator, f_ext=f_ext)
+    q1, v1 = jd.step(tree, q, v, tau, DT, integrator=integrator, f_ext=f_ext)
+    np.testing.assert_allclose(sd.q, q1, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(sd.v, v1, rtol=0, atol=1e-12)
+    fx, fu = fd_step(tree, q, v, tau, DT, integrator, None, f_ext)
+    assert_matches(sd, fx, fu, 1e-6, integrator)
+
+
+def test_matches_finite_differences_with_ground_contact():
+    """A box on a revolute arm on a free base, its corners in the ground (smooth friction)."""
+    b = jd.ModelBuilder()
+    rng = np.random.default_rng(1)
+    b.add_body("base", random_inertia(rng), "world", jd.Free())
+    b.add_body("box", random_inertia(rng), "base", jd.Revolute([0, 1, 0], damping=0.2))
+    model = b.build()
+    corners = np.array([[0.1, 0.1, -0.1], [-0.1, 0.1, -0.1], [0.1, -0.1, -0.1], [-0.1, -0.1, -0.1]])
+    contact = jd.GroundContact(
+        model, ["box"] * 4, corners, 0.0, stiffness=1e4, damping=1e2, friction=0.8
+    )
+    q = jnp.array([1.0, 0.05, -0.03, 0.02, 0.1, -0.2, 0.08, 0.1])
+    q = model.normalize(q)
+    v = jnp.array([0.2, -0.1, 0.3, 0.4, -0.2, -0.5, 0.7])
+    tau = jnp.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3])
+    assert float(jnp.abs(jd.contact_forces(model, contact, q, v)).max()) > 1.0  # in contact
+    sd = jd.step_derivatives(model, q, v, tau, DT, contact=contact)
+    fx, fu = fd_step(model, q, v, tau, DT, "semi_implicit_euler", contact)
+    assert_matches(sd, fx, fu, 1e-6, "contact")
+
+
+# ------------------------------------------------------------------------------------------
+# against Pinocchio
+
+
+def _pinocchio_euler(pmodel, q_pin, v_pin, tau_pin, D, dt):
+    """Pinocchio's semi-implicit Euler step Jacobians (in Pinocchio's coordinates), with the
+    joint damping `tau = −D v` added: `computeABADerivatives` + `dIntegrate`."""
+    data = pmodel.createData()
+    pin.computeABADerivatives(pmodel, data, q_pin, v_pin, tau_pin - D @ v_pin)
+    Minv = data.Minv.copy()
+    Minv = np.triu(Minv) + np.triu(Minv, 1).T
+    a = data.ddq.copy()
+    A_q, A_v = data.ddq_dq.copy(), data.ddq_dv.copy() - Minv @ D
+    nv = pmodel.nv
+    v1 = v_pin + dt * a
+    Jq = pin.dIntegrate(pmodel, q_pin, dt * v1, pin.ARG0)
+    Jv = pin.dIntegrate(pmodel, q_pin, dt * v1, pin.ARG1)
+    Vx = np.concatenate([dt * A_q, np.eye(nv) + dt * A_v], 1)
+    Qx = np.concatenate([Jq, np.zeros((nv, nv))], 1) + dt * Jv @ Vx
+    fx = np.concatenate([Qx, Vx])
+    fu = np.concatenate([dt * dt * Jv @ Minv, dt * Minv])
+    return pin.integrate(pmodel, q_pin, dt * v1), v1, fx, fu
+
+
+def test_matches_pinocchio_panda():
+    model, pmodel = load_jointdyn("panda"), load_pinocchio("panda")
+    q, v, tau, _ = random_state(model, 2)
+    sd = jd.step_derivatives(model, q, v, tau, DT)
+    T = v_to_pinocchio_matrix(model, pmodel, q)  # a permutation for panda
+    D = T @ np.diag(np.asarray(model._joint_param("damping"))) @ T.T
+    q_pin = q_to_pinocchio(model, pmodel, q)
+    v_pin, tau_pin = T @ np.asarray(v), T @ np.asarray(tau)
+    q1, v1, fx, fu = _pinocchio_euler(pmodel, q_pin, v_pin, tau_pin, D, DT)
+    T2 = np.kron(np.eye(2), T)
+    np.testing.assert_allclose(q_to_pinocchio(model, pmodel, sd.q), q1, atol=1e-12)
+    np.testing.assert_allclose(T @ sd.v, v1, atol=1e-12)
+    np.testing.assert_allclose(T2 @ sd.fx @ T2.T, fx, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(T2 @ sd.fu @ T.T, fu, rtol=0, atol=1e-9)
