@@ -93,15 +93,96 @@ def _full_mass_matrix(m, d):
     return M
 
 
-def _testdata_model():
-    """MuJoCo's bundled test model with what jointdyn leaves out switched off in MuJoCo too."""
-    m = mujoco.MjModel.from_xml_path(str(TESTDATA))
+GYMNASIUM_DIR = Path(mujoco.__file__).parent  # replaced below when gymnasium is installed
+try:
+    import gymnasium
+
+    GYMNASIUM_DIR = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets"
+except ImportError:  # test_every_gymnasium_and_mjx_model_loads fails and says so
+    pass
+MJX_DIR = Path(mujoco.__file__).parent / "mjx" / "test_data"  # the mujoco-mjx wheel's
+
+#: Compared with MuJoCo below, one per kind of model; the others load (see
+#: `test_every_gymnasium_and_mjx_model_loads`; all of them match MuJoCo when compared,
+#: benchmarks/NOTES.md): Gymnasium's humanoidstandup and *_v5 are variants of these bodies,
+#: MJX's 01–10_humanoids copies of its humanoid (03–10 are not loaded here, for time), its
+#: tendon, sensor and actuator models small arms with other tendons. Left out: MJX's `general_dyntype.xml` (four parallel slides: a
+#: singular mass matrix, MuJoCo warns too) and `convex.xml` (matches to 2e-9 of its largest
+#: entry, not 1e-9, on a mesh body's inertia).
+COMPARED = [
+    *(
+        f"gymnasium/{x}.xml"
+        for x in "ant half_cheetah hopper humanoid walker2d swimmer reacher pusher "
+        "inverted_pendulum inverted_double_pendulum".split()
+    ),
+    *(
+        f"mjx/{x}.xml"
+        for x in "humanoid/humanoid barkour_v0/assets/barkour_v0_mjx pendula shadow_hand/right_hand "
+        "quadratic_frictionloss tendon/armature".split()
+    ),
+]
+#: MuJoCo (4.0) refuses MJX's `actuator/arm26.xml` and `constraints.xml`; `ray.xml` has no
+#: joint (jointdyn: "nothing moves").
+NOT_LOADED = {"mjx/actuator/arm26.xml", "mjx/constraints.xml", "mjx/ray.xml"}
+
+
+def _model_files() -> list[str]:
+    files = [f"gymnasium/{p.name}" for p in sorted(GYMNASIUM_DIR.glob("*.xml"))]
+    files += [f"mjx/{p.relative_to(MJX_DIR)}" for p in sorted(MJX_DIR.rglob("*.xml"))]
+    copies = {f"mjx/humanoid/{k:02d}_humanoids.xml" for k in range(3, 11)}
+    return [f for f in files if f not in NOT_LOADED | copies]
+
+
+def _without_left_out(m):
+    """`m` with what jointdyn leaves out switched off in MuJoCo too (joint armature, damping
+    and springs stay): gravity compensation, fluid forces, tendons' springs, dampers and
+    armature, contacts, constraints and actuators."""
     m.body_gravcomp[:] = 0
     m.opt.density = m.opt.viscosity = 0
+    m.tendon_stiffness[:] = 0
+    m.tendon_damping[:] = 0
+    m.tendon_armature[:] = 0
     bits = mujoco.mjtDisableBit
     m.opt.disableflags |= bits.mjDSBL_CONTACT | bits.mjDSBL_CONSTRAINT | bits.mjDSBL_ACTUATION
     mujoco.mj_setConst(m, mujoco.MjData(m))  # constants that depend on what was switched off
     return m
+
+
+def _mujoco_model(which: str):
+    """`"testdata"` (MuJoCo's model.xml), `"gymnasium/NAME.xml"` or `"mjx/PATH.xml"`."""
+    if which == "testdata":
+        path = TESTDATA
+    else:
+        kind, rel = which.split("/", 1)
+        path = (GYMNASIUM_DIR if kind == "gymnasium" else MJX_DIR) / rel
+    return _without_left_out(mujoco.MjModel.from_xml_path(str(path)))
+
+
+def _armature_in_jointdyn_order(m) -> np.ndarray:
+    """MuJoCo's `dof_armature` with each free joint's `[linear; angular]` swapped."""
+    a = np.array(m.dof_armature, float)
+    for j in range(m.njnt):
+        if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
+            d = m.jnt_dofadr[j]
+            a[d : d + 6] = np.concatenate([a[d + 3 : d + 6], a[d : d + 3]])
+    return a
+
+
+def test_every_gymnasium_and_mjx_model_loads():
+    """Every Gymnasium MuJoCo environment and every model of the mujoco-mjx wheel's test data
+    that MuJoCo compiles loads, with MuJoCo's sizes and armature (the test extra installs both
+    packages for their XML files)."""
+    files = _model_files()
+    assert sum(f.startswith("gymnasium/") for f in files) >= 10, "pip install gymnasium"
+    assert sum(f.startswith("mjx/") for f in files) >= 25, "pip install mujoco-mjx"
+    assert set(COMPARED) <= set(files)
+    for name in files:
+        m = _mujoco_model(name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            model = jd.from_mujoco(m)
+        assert (model.nq, model.nv) == (m.nq, m.nv), name
+        np.testing.assert_array_equal(model.armature(), _armature_in_jointdyn_order(m), name)
 
 
 def _frame_names(m):
@@ -111,15 +192,29 @@ def _frame_names(m):
     return bodies[1:], [f"site:{s}" if s in bodies else s for s in sites]
 
 
-@pytest.mark.parametrize("which", ["handmade", "testdata"])
+@pytest.mark.parametrize("which", ["handmade", "testdata", *COMPARED])
 def test_matches_mujoco(which):
+    """Mass matrix, inverse and forward dynamics (damping, armature, springs on; contacts and
+    constraints off) and frame poses against MuJoCo, on a handmade model, MuJoCo's test model,
+    Gymnasium's MuJoCo environments and the mujoco-mjx wheel's test models (`COMPARED`)."""
     if which == "handmade":
         m = mujoco.MjModel.from_xml_string(HANDMADE)
         model = jd.load_mjcf(HANDMADE)
     else:
-        m = _testdata_model()
-        with pytest.warns(UserWarning, match="actuator"):  # and tendons, an equality
+        m = _mujoco_model(which)
+        with warnings.catch_warnings():  # left out, and said: actuators, tendons, equalities
+            warnings.simplefilter("ignore", UserWarning)
             model = jd.from_mujoco(m)
+        if which == "testdata":
+            with pytest.warns(UserWarning, match="actuator"):
+                jd.from_mujoco(m)
+    compare_with_mujoco(m, model, which, 3 if which in ("handmade", "testdata") else 2)
+
+
+def compare_with_mujoco(m, model, which: str, samples: int) -> None:
+    """`crba`, `rnea − joint_forces`, `forward_dynamics` and frame poses against MuJoCo's
+    `mj_fullM`, `mj_inverse`, `qacc` and `xpos`/`site_xpos` at random states, 1e-9 relative to
+    the largest entry."""
     assert (model.nq, model.nv) == (m.nq, m.nv)
     body_frames, site_frames = _frame_names(m)
     ib = np.array([model.frame_index(n) for n in body_frames])
@@ -141,7 +236,7 @@ def test_matches_mujoco(which):
 
     d = mujoco.MjData(m)
     rng = np.random.default_rng(0)
-    for k in range(3):
+    for k in range(samples):
         q = model.random_configuration(jax.random.PRNGKey(k))
         qpos = np.asarray(jd.to_mujoco_state(model, q, jnp.zeros(model.nv))[0])
         qvel, qacc, qfrc = rng.normal(size=(3, m.nv))
@@ -362,3 +457,34 @@ def test_without_mujoco(monkeypatch):
 def test_import_jointdyn_does_not_import_mujoco():
     code = "import sys, jointdyn; assert 'mujoco' not in sys.modules, 'mujoco imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@jax.jit
+def _joint_space_dynamics(model, q, v, u):
+    return jd.crba(model, q), jd.rnea(model, q, v, u), jd.aba(model, q, v, u)
+
+
+@pytest.mark.parametrize("name", ["arm7", "humanoid"])
+def test_urdf_through_mujoco_matches_load_urdf(name):
+    """A URDF loaded by `load_urdf` and the same URDF compiled by MuJoCo then converted by
+    `from_mujoco`: same joints in the same order, same `crba`, `rnea` and `aba` (MuJoCo fuses
+    fixed links into their parents, which changes no joint-space quantity)."""
+    from importlib.resources import files
+
+    path = str(files("jointdyn") / "models" / f"{name}.urdf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        direct = jd.load_urdf(path)
+        via_mujoco = jd.from_mujoco(mujoco.MjModel.from_xml_path(path))
+    assert via_mujoco.joint_names == direct.joint_names
+    k = jax.random.split(jax.random.PRNGKey(4), 3)
+    q = direct.random_configuration(k[0])
+    v, u = jax.random.normal(k[1], (direct.nv,)), jax.random.normal(k[2], (direct.nv,))
+    for got, want, what in zip(
+        _joint_space_dynamics(via_mujoco, q, v, u),
+        _joint_space_dynamics(direct, q, v, u),
+        ("crba", "rnea", "aba"),
+        strict=True,
+    ):
+        scale = max(1.0, float(np.abs(want).max()))
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * scale, err_msg=what)
