@@ -10,10 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 import pinocchio as pin
 import pytest
+from helpers import np_skew
 from robots import load_jointdyn, load_pinocchio, q_to_pinocchio, v_to_pinocchio_matrix
 from trees import random_inertia, random_rotation
 
 import jointdyn as jd
+from jointdyn._spatial import quat_to_rotmat
 
 jax.config.update("jax_enable_x64", True)
 
@@ -183,3 +185,65 @@ def test_matches_pinocchio_panda():
     np.testing.assert_allclose(T @ sd.v, v1, atol=1e-12)
     np.testing.assert_allclose(T2 @ sd.fx @ T2.T, fx, rtol=0, atol=1e-9)
     np.testing.assert_allclose(T2 @ sd.fu @ T.T, fu, rtol=0, atol=1e-9)
+
+
+def test_matches_pinocchio_floating_base():
+    """solo12 (free base): our fx, fu rebuilt from Pinocchio's `computeABADerivatives` and
+    `dIntegrate` (of its `R3 × SO3`) through the maps between the coordinates.
+
+    With `v_pin = T(q) v` (`T` orthogonal; for the base `[Rᵀ ṗ; Rᵀ w]`), our acceleration is
+    `v̇ = Tᵀ (a_pin + c)`, `c = [w_B × v_B; 0]` on the base, and our tangent `δq` is Pinocchio's
+    `T δq`; `T` moves with the base rotation: `δ(T x) = G(x) δw`, `δ(Tᵀ y) = H(y) δw`.
+    """
+    from test_lie_derivatives import _so3_integrate_from_pinocchio
+
+    model, pmodel = load_jointdyn("solo12"), load_pinocchio("solo12")
+    nv = model.nv
+    q, v, tau, _ = random_state(model, 3)
+    sd = jd.step_derivatives(model, q, v, tau, DT)
+    base = model.v_slice("root_joint")
+    assert (base.start, base.stop) == (0, 6)
+    R = np.asarray(quat_to_rotmat(q[:4]))
+    T = v_to_pinocchio_matrix(model, pmodel, q)
+    ib = pmodel.joints[pmodel.getJointId("root_joint")].idx_v  # base: [v_B; w_B] at ib
+    d = np.asarray(model._joint_param("damping"))
+    v_, tau_eff = np.asarray(v), np.asarray(tau) - d * np.asarray(v)
+    vp, tp = T @ v_, T @ tau_eff
+
+    data = pmodel.createData()
+    pin.computeABADerivatives(pmodel, data, q_to_pinocchio(model, pmodel, q), vp, tp)
+    Minv = np.triu(data.Minv) + np.triu(data.Minv, 1).T
+    A_q, A_v = data.ddq_dq.copy(), data.ddq_dv.copy()
+    vB, wB = vp[ib : ib + 3], vp[ib + 3 : ib + 6]
+    c = np.zeros(nv)
+    c[ib : ib + 3] = np.cross(wB, vB)
+    dc = np.zeros((nv, nv))  # ∂c/∂v_pin
+    dc[ib : ib + 3, ib : ib + 3] = np_skew(wB)
+    dc[ib : ib + 3, ib + 3 : ib + 6] = -np_skew(vB)
+    y = data.ddq + c
+
+    def G(x):  # δ(T x) / δq: the base rotation's columns only
+        out = np.zeros((nv, nv))
+        out[ib : ib + 3, 0:3] = R.T @ np_skew(x[3:6])  # v_B = Rᵀ ṗ
+        out[ib + 3 : ib + 6, 0:3] = R.T @ np_skew(x[0:3])  # w_B = Rᵀ w
+        return out
+
+    H = np.zeros((nv, nv))  # δ(Tᵀ y) / δq
+    H[0:3, 0:3] = -np_skew(R @ y[ib + 3 : ib + 6])
+    H[3:6, 0:3] = -np_skew(R @ y[ib : ib + 3])
+    a = T.T @ y
+    a_q = H + T.T @ (A_q @ T + (A_v + dc) @ G(v_) + Minv @ G(tau_eff))
+    a_u = T.T @ Minv @ T
+    a_v = T.T @ (A_v + dc) @ T - a_u @ np.diag(d)
+
+    v1 = v_ + DT * a
+    Jq, Jv = np.eye(nv), np.eye(nv)
+    rot = _so3_integrate_from_pinocchio(R, DT * v1[:3])  # Pinocchio's SO3 dIntegrate, mapped
+    Jq[:3, :3], Jv[:3, :3] = rot
+    Vx = np.concatenate([DT * a_q, np.eye(nv) + DT * a_v], 1)
+    Qx = np.concatenate([Jq, np.zeros((nv, nv))], 1) + DT * Jv @ Vx
+    fx = np.concatenate([Qx, Vx])
+    fu = np.concatenate([DT * DT * Jv @ a_u, DT * a_u])
+    np.testing.assert_allclose(sd.v, v1, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(sd.fx, fx, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(sd.fu, fu, rtol=0, atol=1e-8)
