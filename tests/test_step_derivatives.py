@@ -247,3 +247,72 @@ def test_matches_pinocchio_floating_base():
     np.testing.assert_allclose(sd.v, v1, rtol=0, atol=1e-10)
     np.testing.assert_allclose(sd.fx, fx, rtol=0, atol=1e-8)
     np.testing.assert_allclose(sd.fu, fu, rtol=0, atol=1e-8)
+
+
+@pytest.fixture(scope="module")
+def rotations():
+    """A free base and a ball joint (damping, spring): the Lie-group Jacobians' Taylor branches."""
+    rng = np.random.default_rng(5)
+    b = jd.ModelBuilder()
+    b.add_body("base", random_inertia(rng), "world", jd.Free(damping=0.2))
+    X = jd.Transform.from_rpy([0.1, 0.2, 0.3], [0.0, 0.1, -0.2])
+    b.add_body(
+        "arm", random_inertia(rng), "base", jd.Ball(damping=0.3, spring_stiffness=1.0), X_PF=X
+    )
+    return b.build()
+
+
+def test_finite_at_identity_and_zero_velocity(rotations):
+    """At the neutral configuration, `v = 0`, `tau = 0` (the base falls: `v⁺ ≠ 0`) and with
+    gravity off (`v⁺ = 0`, `q⁺ = q`: every Jacobian at its Taylor branch), against central
+    differences."""
+    m = rotations
+    q, zero = m.neutral(), jnp.zeros(m.nv)
+    weightless = eqx.tree_at(lambda x: x.gravity, m, jnp.zeros(3))
+    for model in (m, weightless):
+        sd = jd.step_derivatives(model, q, zero, zero, DT)
+        assert np.isfinite(np.asarray(sd.fx)).all() and np.isfinite(np.asarray(sd.fu)).all()
+        fx, fu = fd_step(model, q, zero, zero, DT, "semi_implicit_euler")
+        assert_matches(sd, fx, fu, 1e-7, "at rest")
+    np.testing.assert_array_equal(sd.v, 0.0)
+    np.testing.assert_allclose(sd.q, q, atol=0)
+
+
+def test_vmap_and_batched_over_a_horizon(rotations):
+    m = rotations
+    keys = jax.random.split(jax.random.PRNGKey(4), 4)
+    qs = jax.vmap(m.random_configuration)(keys)
+    vs, taus = jax.random.normal(keys[0], (4, m.nv)), jax.random.normal(keys[1], (4, m.nv))
+    vs = vs.at[0].set(0.0)  # a knot at rest among them
+
+    def one(q, v, tau):
+        return jd.step_derivatives(m, q, v, tau, DT)
+
+    by_vmap = jax.jit(jax.vmap(one))(qs, vs, taus)
+    by_batched = jd.jit(jd.batched(one))(qs, vs, taus)
+    for k in range(4):
+        ref = jd.step_derivatives(m, qs[k], vs[k], taus[k], DT)
+        for out in (by_vmap, by_batched):
+            for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(out), strict=True):
+                np.testing.assert_allclose(b[k], a, rtol=0, atol=1e-12)
+    assert by_vmap.fx.shape == (4, 2 * m.nv, 2 * m.nv) and by_vmap.fu.shape == (4, 2 * m.nv, m.nv)
+
+
+def test_bad_input_raises(rotations):
+    m = rotations
+    q, v = m.neutral(), jnp.zeros(m.nv)
+    cases = [
+        (dict(q=q[:-1]), "`q`"),
+        (dict(v=v[:-1]), "`v`"),
+        (dict(tau=v[None]), "`tau`"),
+        (dict(dt=0.0), "`dt`"),
+        (dict(dt=jnp.ones(2)), "`dt`"),
+        (dict(integrator="euler"), "`integrator`"),
+        (dict(f_ext=jnp.zeros((m.nbodies, 3))), "`f_ext`"),
+        (dict(contact="ground"), "`contact`"),
+    ]
+    for bad, match in cases:
+        args = dict(q=q, v=v, tau=v, dt=DT) | bad
+        kw = {k: args.pop(k) for k in ("integrator", "f_ext", "contact") if k in args}
+        with pytest.raises(ValueError, match=match):
+            jd.step_derivatives(m, args["q"], args["v"], args["tau"], args["dt"], **kw)
