@@ -1,9 +1,10 @@
 """Command line: `python -m jointdyn demo` (batched forward dynamics) and `python -m jointdyn list`.
 
     python -m jointdyn list
-    python -m jointdyn demo [--model NAME] [--batch N] [--dtype float32|float64] [--repeats R]
+    python -m jointdyn demo [--model NAME | --mjcf PATH] [--batch N] [--dtype float32|float64]
+                            [--repeats R]
 
-The demo loads a bundled model, draws a batch of random states `(q, v, tau)`, times
+The demo loads a bundled model (or, with `--mjcf`, any MJCF file through MuJoCo), draws a batch of random states `(q, v, tau)`, times
 `jax.jit(jax.vmap(aba))` and `jd.batched(aba)` on it, checks that inverse dynamics undoes
 forward dynamics, `rnea(q, v, aba(q, v, tau)) = tau`, and prints the centre of mass and the
 total energy `T + U` of the first sample. On the quadruped it then simulates a batch of drops
@@ -47,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--repeats", type=int, default=10, help="timed runs, median reported (default: %(default)s)"
     )
+    demo.add_argument(
+        "--mjcf",
+        metavar="PATH",
+        help="run the demo on this MJCF file instead (needs MuJoCo: pip install mujoco)",
+    )
     demo.add_argument("--seed", type=int, default=0, help="PRNG seed (default: %(default)s)")
     return parser
 
@@ -76,15 +82,23 @@ def _demo(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         print("error: --repeats must be at least 1", file=sys.stderr)
         return 2
-    try:
-        model = jd.load_model(args.model)
-    except ValueError:
-        print(
-            f"error: unknown model {args.model!r}; bundled models are: "
-            + ", ".join(jd.list_models()),
-            file=sys.stderr,
-        )
-        return 2
+    if args.mjcf is not None:
+        try:
+            model = jd.load_mjcf(args.mjcf)
+        except (ImportError, ValueError, OSError) as e:
+            print(f"error: cannot load {args.mjcf!r}: {e}", file=sys.stderr)
+            return 2
+        args.model = args.mjcf
+    else:
+        try:
+            model = jd.load_model(args.model)
+        except ValueError:
+            print(
+                f"error: unknown model {args.model!r}; bundled models are: "
+                + ", ".join(jd.list_models()),
+                file=sys.stderr,
+            )
+            return 2
 
     dtype = jnp.dtype(args.dtype)
     model = jd.astype(model, dtype)

@@ -73,3 +73,31 @@ def test_demo_unknown_model():
     assert "no_such_robot" in out.stderr
     for name in jd.list_models():
         assert name in out.stderr
+
+
+PENDULUM_MJCF = """
+<mujoco>
+  <worldbody>
+    <body name="upper">
+      <joint name="shoulder" axis="0 1 0" damping="0.1" armature="0.05"/>
+      <geom type="capsule" size="0.05" fromto="0 0 0 0 0 -0.5"/>
+      <body name="lower" pos="0 0 -0.5">
+        <joint name="elbow" axis="0 1 0"/>
+        <geom type="capsule" size="0.04" fromto="0 0 0 0 0 -0.4"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_demo_mjcf(tmp_path):
+    path = tmp_path / "pendulum.xml"
+    path.write_text(PENDULUM_MJCF)
+    out = _run("demo", "--mjcf", str(path), "--batch", "4", "--dtype", "float64")
+    assert out.returncode == 0, out.stderr
+    assert f"model    {path}: nq=2 nv=2 nbodies=2" in out.stdout
+    assert "bodies   upper, lower" in out.stdout
+    assert _residual(out.stdout) < 1e-9
+    bad = _run("demo", "--mjcf", str(tmp_path / "missing.xml"))
+    assert bad.returncode == 2 and "missing.xml" in bad.stderr, bad.stderr
