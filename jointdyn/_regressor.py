@@ -39,19 +39,16 @@ static ancestor matrix of the plan; `S_k` the world hinge columns of `joint_term
 
 from __future__ import annotations
 
-import equinox as eqx
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._compile import accepts_packed, jit_unless_traced
-from ._composite import Composite
 from ._dtype import astype
 from ._kinematics import _dtype, dof_columns, hinge_times, joint_terms
 from ._linalg import cross
 from ._model import Model
 from ._spatial import motion_cross
-from ._traversal import map_joints, plan
+from ._traversal import plan
 
 
 def _check_sizes(model: Model, **arrays) -> None:
@@ -184,17 +181,15 @@ _JOINT_FIELDS = ("armature", "damping", "friction")
 def joint_parameters(model: Model) -> Float[Array, " 3*nv"]:
     """`[armature (nv); damping (nv); friction (nv)]` of every DOF in DOF order, the parameters
     of `joint_regressor`'s columns (from each joint's `JointParams`)."""
-    parts = [
-        map_joints(model, lambda j, f=f: getattr(j.params, f), v_out=True) for f in _JOINT_FIELDS
-    ]
-    return jnp.concatenate(parts)
+    return jnp.concatenate([model._joint_param(f) for f in _JOINT_FIELDS])
 
 
 @accepts_packed
 def with_joint_parameters(model: Model, x: Float[Array, " 3*nv"]) -> Model:
     """`model` with the armature, damping and Coulomb friction of `x` (3·nv,) in the order of
-    `joint_parameters` (the inverse of it). Differentiable; concrete values are validated by
-    `JointParams` (**Raises** `ValueError` for negative ones, or a wrong shape)."""
+    `joint_parameters` (the inverse of it; `Model.with_joint_params` with the three fields).
+    Differentiable; concrete values are validated by `JointParams` (**Raises** `ValueError` for
+    negative ones, or a wrong shape)."""
     x = jnp.asarray(x)
     nv = model.nv
     if x.shape != (3 * nv,):
@@ -202,25 +197,4 @@ def with_joint_parameters(model: Model, x: Float[Array, " 3*nv"]) -> Model:
             f"`x` must have shape ({3 * nv},) ([armature; damping; friction], nv each), got "
             f"{x.shape}"
         )
-    x = x.reshape(3, nv)
-    joints = tuple(
-        _set_joint_params(j, x[:, o : o + j.nv])
-        for j, o in zip(model.joints, model.topology.v_offsets, strict=True)
-    )
-    return eqx.tree_at(lambda m: m.joints, model, joints)
-
-
-def _set_joint_params(joint, vals: Array):
-    """`joint` with `armature, damping, friction = vals` (3, nv); a `Composite` sets its parts."""
-    if joint.nv == 0:
-        return joint
-    if isinstance(joint, Composite):
-        parts, o = [], 0
-        for j in joint.joints:
-            parts.append(_set_joint_params(j, vals[:, o : o + j.nv]))
-            o += j.nv
-        return eqx.tree_at(lambda c: c.joints, joint, tuple(parts))
-    params = eqx.tree_at(lambda p: [getattr(p, f) for f in _JOINT_FIELDS], joint.params, list(vals))
-    if not isinstance(vals, jax.core.Tracer):
-        params.validate()
-    return eqx.tree_at(lambda j: j.params, joint, params)
+    return model.with_joint_params(**dict(zip(_JOINT_FIELDS, x.reshape(3, nv), strict=True)))
