@@ -26,7 +26,8 @@ Moving `q` by `w` is differentiated with `model.integrate_derivatives` (`dIntegr
       ∂q⁺/∂(q, v, tau) = (J_q, 0, 0) + dt J_v ∂v⁺/∂(q, v, tau)        (J at (q, dt v⁺)).
 
 - `"rk4"`: the stages `qᵢ = q ⊕ cᵢ dt vᵢ₋₁`, `vᵢ = v + cᵢ dt aᵢ₋₁`, `aᵢ = v̇(qᵢ, vᵢ)` carry
-  their Jacobians along (`δqᵢ` in the tangent space at `qᵢ`): four `aba_derivatives`.
+  their Jacobians along (`δqᵢ` in the tangent space at `qᵢ`): four `aba_derivatives`, the
+  last three in one `lax.scan` (the program holds two copies, not four).
 - `"implicit"`: `v⁺ = v + Δv`, `W Δv = r`, `W = M + dt D + dt² K`, `r = dt (M v̇ − dt K v)`, so
 
       δΔv = W⁻¹ (δr − δW Δv),
@@ -105,24 +106,25 @@ def _euler_rk4(model, q, v, tau, dt, contact, f_ext, rk4: bool):
         Dv1 = E_v + dt * Da
         Jq, Jv = model.integrate_derivatives(q, dt * v1)
         return model.integrate(q, dt * v1), v1, Jq @ E_q + dt * (Jv @ Dv1), Dv1
-    vs, Dvs, accs, Das = [v], [E_v], [a], [Da]
-    for c in (0.5, 0.5, 1.0):
-        w = c * dt * vs[-1]
-        qi = model.integrate(q, w)
+
+    # stages 2..4 in one `lax.scan` (one copy of `aba_derivatives` in the program, not three)
+    def stage(carry, c):
+        v_prev, Dv_prev, a_prev, Da_prev = carry
+        w = c * dt * v_prev
         Jq, Jv = model.integrate_derivatives(q, w)
-        Dqi = Jq @ E_q + c * dt * (Jv @ Dvs[-1])
-        vi = v + c * dt * accs[-1]
-        Dvi = E_v + c * dt * Das[-1]
+        qi, Dqi = model.integrate(q, w), Jq @ E_q + c * dt * (Jv @ Dv_prev)
+        vi, Dvi = v + c * dt * a_prev, E_v + c * dt * Da_prev
         ai, Jai = _acceleration(model, qi, vi, tau, contact, f_ext)
-        vs.append(vi)
-        Dvs.append(Dvi)
-        accs.append(ai)
-        Das.append(_chain(Jai, Dqi, Dvi, E_u))
-    wts = (1.0, 2.0, 2.0, 1.0)
-    dq = sum(wi * x for wi, x in zip(wts, vs, strict=True)) * (dt / 6)
-    Ddq = sum(wi * x for wi, x in zip(wts, Dvs, strict=True)) * (dt / 6)
-    v1 = v + sum(wi * x for wi, x in zip(wts, accs, strict=True)) * (dt / 6)
-    Dv1 = E_v + sum(wi * x for wi, x in zip(wts, Das, strict=True)) * (dt / 6)
+        out = (vi, Dvi, ai, _chain(Jai, Dqi, Dvi, E_u))
+        return out, out
+
+    c = jnp.asarray([0.5, 0.5, 1.0], dtype)
+    _, (vs, Dvs, accs, Das) = jax.lax.scan(stage, (v, E_v, a, Da), c)
+    wts = jnp.asarray([2.0, 2.0, 1.0], dtype) * (dt / 6)
+    dq = dt / 6 * v + jnp.tensordot(wts, vs, 1)
+    Ddq = dt / 6 * E_v + jnp.tensordot(wts, Dvs, 1)
+    v1 = v + dt / 6 * a + jnp.tensordot(wts, accs, 1)
+    Dv1 = E_v + dt / 6 * Da + jnp.tensordot(wts, Das, 1)
     Jq, Jv = model.integrate_derivatives(q, dq)
     return model.integrate(q, dq), v1, Jq @ E_q + Jv @ Ddq, Dv1
 
