@@ -49,6 +49,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._compile import jit_unless_traced
 from ._contact import GroundContact
 from ._derivatives import aba_derivatives, rnea_derivatives
+from ._dtype import astype
 from ._dynamics import crba
 from ._model import Model
 from ._simulation import INTEGRATORS, _check, _passive
@@ -220,6 +221,7 @@ def step_derivatives(
 def _step_derivatives(model, q, v, tau, dt, contact, f_ext, *, integrator):
     nv = model.nv
     dtype = jnp.result_type(q, v, tau)
+    model, contact, f_ext = astype((model, contact, f_ext), dtype)
     dt = jnp.asarray(dt, dtype)
     if integrator == "implicit":
         q1, v1, Dq1, Dv1 = _implicit(model, q, v, tau, dt, contact, f_ext)
