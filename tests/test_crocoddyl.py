@@ -109,10 +109,23 @@ def _our_problem(model, q0, T, dt, w, frame=None, target=None, bounds=None):
             r = jnp.concatenate([r, jnp.sqrt(w["goal"]) * (p - jnp.asarray(target))])
         return r
 
-    lower, upper = (None, None) if bounds is None else bounds
+    lower, upper = bounds
     return oc.ShootingProblem(
         model, q0, jnp.zeros(nv), T, dt, running, terminal, tau_lower=lower, tau_upper=upper
     )
+
+
+@eqx.filter_jit
+def _our_solve(model, q0, T, dt, w, frame, target, lower, upper):
+    """Our solve, compiled once per robot: the bounds are traced (±inf without bounds: the
+    box QP is then the unconstrained step, FDDP), so FDDP and box-FDDP share a program."""
+    problem = _our_problem(model, q0, T, dt, w, frame, target, (lower, upper))
+    return oc.solve(problem, max_iterations=MAX_ITER, tolerance=TOL_STOP)
+
+
+def _bounds(bounds, nv):
+    lo, hi = (-np.inf, np.inf) if bounds is None else bounds
+    return np.full(nv, lo), np.full(nv, hi)
 
 
 def _compare(ours, xs, us, cost, model, to_pin):
@@ -142,11 +155,7 @@ def test_double_pendulum_swing_up(bounds):
     q0 = np.zeros(2)
     xs, us, cost, solver = _croc_solve(pmodel, np.zeros(4), T, dt, w, bounds=bounds)
     assert solver.isFeasible and solver.stop < TOL_STOP, solver.stop
-    sol = oc.solve(
-        _our_problem(model, q0, T, dt, w, bounds=bounds),
-        max_iterations=MAX_ITER,
-        tolerance=TOL_STOP,
-    )
+    sol = _our_solve(model, q0, T, dt, w, None, None, *_bounds(bounds, 2))
     print(
         "double pendulum", bounds, "iterations: ours", int(sol.iterations), "crocoddyl", solver.iter
     )
@@ -179,11 +188,7 @@ def test_panda_reaching(bounds):
     x0 = np.concatenate([to_pin(q0), np.zeros(nv)])
     xs, us, cost, solver = _croc_solve(pmodel, x0, T, dt, w, "panda_hand_tcp", target, bounds)
     assert solver.isFeasible and solver.stop < TOL_STOP, solver.stop
-    sol = oc.solve(
-        _our_problem(model, q0, T, dt, w, "panda_hand_tcp", target, bounds),
-        max_iterations=MAX_ITER,
-        tolerance=TOL_STOP,
-    )
+    sol = _our_solve(model, q0, T, dt, w, "panda_hand_tcp", target, *_bounds(bounds, nv))
     print("panda", bounds, "iterations: ours", int(sol.iterations), "crocoddyl", solver.iter)
     data = pmodel.createData()
     pin.framesForwardKinematics(pmodel, data, xs[-1, :nv])
