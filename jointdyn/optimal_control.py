@@ -74,13 +74,18 @@ convergence. The optimum is the same.
 
 **Batches and differentiation.** Everything is a pure function of pytrees: `jax.vmap` over a
 function that builds and solves a problem solves a batch (targets, initial states, models) in
-one program. The solution is differentiated **unrolled**: `differentiable=True` runs the
-solver as a `fori_loop` of exactly `max_iterations` iterations (the line search tries every
-step length and the box QP runs a fixed number of Newton iterations), so reverse-mode
-`jax.grad` goes through the iterations; iterations past convergence are Newton-like steps at
-the optimum that leave the solution in place and refine its derivative. With
-`differentiable=False` (default) the loops are `lax.while_loop`s that stop early (forward
-mode only).
+one program. Under `vmap` every loop runs until the slowest problem is done (the others keep
+their result), so prefer `jd.batched(fn, chunk_size=8, layout="batch_first")` (`vmap` over
+small chunks, `lax.map` over the chunks) for large batches: see benchmarks/NOTES.md.
+The solution is differentiated **unrolled**: `differentiable=True` runs the solver as a
+`fori_loop` of exactly `max_iterations` iterations (the line search tries every step length
+and the box QP runs a fixed number of Newton iterations), so reverse-mode `jax.grad` goes
+through the iterations; iterations past convergence are Newton-like steps at the optimum that
+leave the solution in place and refine its derivative. With `differentiable=False` (default)
+the loops are `lax.while_loop`s that stop early (forward mode only). Today a derivative of the
+solution must be traced under `jd.differentiation_rules(False)`: jointdyn's ABA rules fail
+(a shape error in `_linalg.matvec` under `aba_derivatives`) when `step_derivatives` is
+differentiated once more inside the solver's loops.
 """
 
 from __future__ import annotations
