@@ -10,6 +10,8 @@ devices (2: one per core), every function compiled with `jd.jit`:
 - the **cold compile** (trace + lower + XLA) of the jitted forward and gradient;
 - `jax.jacfwd(aba, argnums=(1, 2, 3))` under `jd.batched` against `jd.aba_derivatives`
   (the analytic derivatives), per sample, paired ratio;
+- with `--wrt state`, the gradient in `(q, v, u)` only (trajectory optimisation's case),
+  `--wrt all,state` both;
 - with `--generic`, the same gradient with `jd.differentiation_rules(False)` (op-by-op AD of
   the recursion), for the record of what the rules save.
 
@@ -39,6 +41,11 @@ def _parse() -> argparse.Namespace:
     ap.add_argument("--algorithms", default="aba,rnea")
     ap.add_argument("--no-jacfwd", action="store_true")
     ap.add_argument("--generic", action="store_true", help="also time rules-off gradients")
+    ap.add_argument(
+        "--wrt",
+        default="all",
+        help="comma list of gradient inputs: all = (model, q, v, u); state = (q, v, u)",
+    )
     ap.add_argument("--no-write", action="store_true")
     return ap.parse_args()
 
@@ -99,13 +106,16 @@ def blocking(exe, args):
     return lambda: jax.block_until_ready(exe(*args))
 
 
-def loss_grad(alg: str):
+ARGNUMS = {"all": (0, 1, 2, 3), "state": (1, 2, 3)}
+
+
+def loss_grad(alg: str, wrt: str = "all"):
     fb = jd.batched(getattr(jd, alg), (None, 0, 0, 0))
 
     def loss(model, q, v, u):
         return jnp.sum(fb(model, q, v, u) ** 2)
 
-    return fb, jax.grad(loss, argnums=(0, 1, 2, 3))
+    return fb, jax.grad(loss, argnums=ARGNUMS[wrt])
 
 
 def bench(name: str, a: argparse.Namespace) -> list[list]:
@@ -113,15 +123,24 @@ def bench(name: str, a: argparse.Namespace) -> list[list]:
     args = states(model, a.batch)
     B = a.batch
     rows = []
-    for alg in a.algorithms.split(","):
-        fb, g = loss_grad(alg)
+    for alg, wrt in ((x, w) for x in a.algorithms.split(",") for w in a.wrt.split(",")):
+        fb, g = loss_grad(alg, wrt)
         fwd, c_fwd = compiled(fb, args)
         grad, c_grad = compiled(g, args)
         tf, tg, ratio = paired(blocking(fwd, args), blocking(grad, args), a.rounds)
-        row = [name, model.nv, alg, tf / B * 1e6, tg / B * 1e6, ratio, c_fwd, c_grad]
+        row = [
+            name,
+            model.nv,
+            f"{alg} (grad in {wrt})",
+            tf / B * 1e6,
+            tg / B * 1e6,
+            ratio,
+            c_fwd,
+            c_grad,
+        ]
         if a.generic:
             with jd.differentiation_rules(False):
-                _, g0 = loss_grad(alg)
+                _, g0 = loss_grad(alg, wrt)
                 gen, c_gen = compiled(g0, args)
             _, t0, r0 = paired(blocking(fwd, args), blocking(gen, args), max(3, a.rounds // 2))
             row += [t0 / B * 1e6, r0, c_gen]
