@@ -64,29 +64,31 @@ def passive_tree(seed: int = 0, small: bool = False) -> jd.Model:
 
 
 @eqx.filter_jit
-def _perturbed_step(model, q, v, tau, dt, q1, v1, z, integrator, contact, f_ext):
-    """`(step(q ⊕ δq, v + δv, tau + δtau) ⊖ (q1, v1))` for `z = (δq, δv, δtau)`."""
+def _perturbed_step(model, q, v, tau, dt, z, integrator, contact, f_ext):
+    """`jd.step(q ⊕ δq, v + δv, tau + δtau)` for `z = (δq, δv, δtau)`, jitted."""
     dq, dv, du = jnp.split(z, 3)
     kw = dict(integrator=integrator, contact=contact, f_ext=f_ext)
-    qa, va = jd.step(model, model.integrate(q, dq), v + dv, tau + du, dt, **kw)
-    return jnp.concatenate([model.difference(q1, qa), va - v1])
+    return jd.step(model, model.integrate(q, dq), v + dv, tau + du, dt, **kw)
 
 
 def fd_step(model, q, v, tau, dt, integrator, contact=None, f_ext=None):
-    """Central differences of `jd.step` in the tangent space: `(fx, fu)`. A Python loop over
-    the directions calling one jitted program (one direction each): far cheaper to build than
-    a program for all directions at once (`vmap`)."""
+    """`jd.step` (jitted) and its central differences in the tangent space: `(q1, v1, fx, fu)`.
+    A Python loop over the directions calling one jitted program (one direction each): far
+    cheaper to build than a program for all directions at once (`vmap`)."""
     nv = model.nv
-    q1, v1 = jd.step(model, q, v, tau, dt, integrator=integrator, contact=contact, f_ext=f_ext)
-    args = (model, q, v, tau, dt, q1, v1)
+
+    def step(z):
+        return _perturbed_step(model, q, v, tau, dt, z, integrator, contact, f_ext)
+
+    q1, v1 = step(jnp.zeros(3 * nv))
     E = EPS * np.eye(3 * nv)
-    cols = [
-        np.asarray(_perturbed_step(*args, E[k], integrator, contact, f_ext))
-        - np.asarray(_perturbed_step(*args, -E[k], integrator, contact, f_ext))
-        for k in range(3 * nv)
-    ]
+    cols = []
+    for k in range(3 * nv):
+        (qp, vp), (qm, vm) = step(jnp.asarray(E[k])), step(jnp.asarray(-E[k]))
+        dq = model.difference(q1, qp) - model.difference(q1, qm)
+        cols.append(np.concatenate([dq, vp - vm]))
     J = np.stack(cols, 1) / (2 * EPS)
-    return J[:, : 2 * nv], J[:, 2 * nv :]
+    return q1, v1, J[:, : 2 * nv], J[:, 2 * nv :]
 
 
 @pytest.fixture(scope="module")
@@ -123,10 +125,9 @@ def test_matches_finite_differences_on_every_joint_class(tree, small_tree, integ
         tree = small_tree
     q, v, tau, f_ext = random_state(tree, 1)
     sd = jd.step_derivatives(tree, q, v, tau, DT, integrator=integrator, f_ext=f_ext)
-    q1, v1 = jd.step(tree, q, v, tau, DT, integrator=integrator, f_ext=f_ext)
+    q1, v1, fx, fu = fd_step(tree, q, v, tau, DT, integrator, None, f_ext)
     np.testing.assert_allclose(sd.q, q1, rtol=0, atol=1e-12)
     np.testing.assert_allclose(sd.v, v1, rtol=0, atol=1e-12)
-    fx, fu = fd_step(tree, q, v, tau, DT, integrator, None, f_ext)
     assert_matches(sd, fx, fu, 1e-6, integrator)
 
 
@@ -147,7 +148,7 @@ def test_matches_finite_differences_with_ground_contact():
     tau = jnp.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3])
     assert float(jnp.abs(jd.contact_forces(model, contact, q, v)).max()) > 1.0  # in contact
     sd = jd.step_derivatives(model, q, v, tau, DT, contact=contact)
-    fx, fu = fd_step(model, q, v, tau, DT, "semi_implicit_euler", contact)
+    _, _, fx, fu = fd_step(model, q, v, tau, DT, "semi_implicit_euler", contact)
     assert_matches(sd, fx, fu, 1e-6, "contact")
 
 
@@ -276,7 +277,7 @@ def test_finite_at_identity_and_zero_velocity(rotations):
     for model in (m, weightless):
         sd = jd.step_derivatives(model, q, zero, zero, DT)
         assert np.isfinite(np.asarray(sd.fx)).all() and np.isfinite(np.asarray(sd.fu)).all()
-        fx, fu = fd_step(model, q, zero, zero, DT, "semi_implicit_euler")
+        _, _, fx, fu = fd_step(model, q, zero, zero, DT, "semi_implicit_euler")
         assert_matches(sd, fx, fu, 1e-7, "at rest")
     np.testing.assert_array_equal(sd.v, 0.0)
     np.testing.assert_allclose(sd.q, q, atol=0)
