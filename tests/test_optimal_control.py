@@ -250,3 +250,33 @@ def test_bad_initial_guess_raises(guess, match):
     problem = oc.ShootingProblem(PENDULUM, jnp.zeros(1), jnp.zeros(1), 3, 0.1, running, terminal)
     with pytest.raises(ValueError, match=match):
         oc.solve(problem, **guess)
+
+
+# --- no retrace when only parameter values change ---
+
+_TRACES = []
+
+
+def _target_cost(q, v, target):
+    _TRACES.append(None)  # runs once per trace
+    return 10.0 * jnp.sum((q - target) ** 2) + jnp.sum(v**2)
+
+
+def test_new_parameter_values_do_not_retrace():
+    """Costs as `jax.tree_util.Partial` (their parameters are pytree leaves): a new target is
+    a new value of the same program, and `oc.solve` (`eqx.filter_jit`) does not trace again."""
+
+    def problem(target):
+        terminal = jax.tree_util.Partial(_target_cost, target=jnp.asarray(target))
+        running = jax.tree_util.Partial(_running_cost_pendulum)
+        return oc.ShootingProblem(PENDULUM, jnp.zeros(1), jnp.zeros(1), 4, DT, running, terminal)
+
+    first = oc.solve(problem([0.3]), max_iterations=3)
+    traced = len(_TRACES)
+    second = oc.solve(problem([0.6]), max_iterations=3)
+    assert len(_TRACES) == traced > 0
+    assert float(first.q[-1, 0]) != float(second.q[-1, 0])
+
+
+def _running_cost_pendulum(q, v, tau):
+    return DT * 1e-2 * tau @ tau
