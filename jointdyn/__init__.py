@@ -1,5 +1,6 @@
 """jointdyn: rigid-body joints and dynamics on JAX."""
 
+from . import optimal_control  # a public module: jd.optimal_control.solve, …
 from ._autodiff import differentiation_rules
 from ._batch_last import batch_last
 from ._batching import (
@@ -140,6 +141,7 @@ from ._velocity_bounds import body_velocity_bounds
 __version__ = "0.1.0"
 
 __all__ = [
+    "optimal_control",
     "GroundContact",
     "load_contact",
     "contact_forces",
