@@ -139,7 +139,10 @@ def _poses_jvp(p: Plan, primals, tangents):
     nb = len(p.parents)
     # parents' poses, the identity for bodies on the world
     eye = Transform(jnp.eye(3, dtype=dtype)[None], jnp.zeros((1, 3), dtype))
-    X_Wλ = take(concat([X_WB, eye]), np.where(p.parents < 0, nb, p.parents))
+    if len(p.levels) == 1:  # every body on the world (see below)
+        X_Wλ = take(eye, np.zeros(nb, int))
+    else:
+        X_Wλ = take(concat([X_WB, eye]), np.where(p.parents < 0, nb, p.parents))
 
     def world(X_WA: Transform, X_AC: Transform, dX_AC: Transform):
         G = matmul(dX_AC.R, inverse3(X_AC.R))
@@ -152,7 +155,15 @@ def _poses_jvp(p: Plan, primals, tangents):
     inc = jnp.concatenate([(Ga + Gb).reshape(nb, 9), ta + tb], -1)
     tot = jnp.asarray(p.ancestor, dtype).T @ inc  # Σ over ancestors and self
     G_WB, t_WB = tot[:, :9].reshape(nb, 3, 3), tot[:, 9:]
-    G_WF, t_WF = G_WB - Gb, t_WB - tb
+    if len(p.levels) == 1:
+        # every body on the world: X_WF = X_PF, whose tangent is its own term alone. Written
+        # so, it depends on (X_PF, dX_PF) only, as the primal depends on X_PF only: `G_WB − Gb`
+        # (or parents' poses read from X_WB) would depend on the joints too, and a tangent
+        # batched where its primal is not breaks `jacfwd` of a `vmap`ped `scan` (JAX 0.10: the
+        # rule's primal out is unbatched where vmap recorded it batched, a rank mismatch).
+        G_WF, t_WF = Ga, ta
+    else:
+        G_WF, t_WF = G_WB - Gb, t_WB - tb
 
     def tangent(X: Transform, G, t) -> Transform:
         return Transform(matmul(G, X.R), matvec(G, X.p) + t)

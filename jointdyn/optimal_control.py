@@ -82,10 +82,7 @@ The solution is differentiated **unrolled**: `differentiable=True` runs the solv
 and the box QP runs a fixed number of Newton iterations), so reverse-mode `jax.grad` goes
 through the iterations; iterations past convergence are Newton-like steps at the optimum that
 leave the solution in place and refine its derivative. With `differentiable=False` (default)
-the loops are `lax.while_loop`s that stop early (forward mode only). Today a derivative of the
-solution must be traced under `jd.differentiation_rules(False)`: jointdyn's ABA rules fail
-(a shape error in `_linalg.matvec` under `aba_derivatives`) when `step_derivatives` is
-differentiated once more inside the solver's loops.
+the loops are `lax.while_loop`s that stop early (forward mode only).
 """
 
 from __future__ import annotations

@@ -192,3 +192,39 @@ def test_no_batch_last_fallback_in_gradients(monkeypatch):
         jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2, 3)))(model, q, v, tau)
         jax.make_jaxpr(jax.jacfwd(f, argnums=(1, 2, 3)))(model, q, v, tau)
     assert not recorded, f"batch_last fell back to vmap for {sorted(set(recorded))}"
+
+
+@pytest.mark.parametrize("bodies", ["one link", "two links"])
+def test_jacfwd_of_vmapped_scan(bodies):
+    """`jax.jacfwd` of a `vmap`ped `lax.scan` of dynamics with the rules on equals the
+    rules-off autodiff, also when every body hangs from the world (one level: the pose rule's
+    tangent of `X_WF = X_PF` once depended on the joints, and the scan's JVP failed with a rank
+    mismatch; found differentiating `optimal_control.solve`)."""
+    b = jd.ModelBuilder()
+    inertia = jd.SpatialInertia(1.0, [0.0, 0.0, -0.5], 0.01 * np.eye(3))
+    b.add_body("a", inertia, "world", jd.Revolute([0.0, 1.0, 0.0]))
+    if bodies == "two links":
+        b.add_body(
+            "b",
+            inertia,
+            "a",
+            jd.Revolute([1.0, 0.0, 0.0]),
+            X_PF=jd.Transform.from_rpy([0.0, 0.0, 0.0], [0.0, 0.0, -1.0]),
+        )
+    model = b.build()
+
+    def f(t):
+        def one(q):
+            def body(c, _):
+                v = jnp.ones_like(c)
+                return c + 0.1 * jd.aba(model, c, v, v), jd.rnea(model, c, v, v).sum()
+
+            return jax.lax.scan(body, q, None, length=2)[1]
+
+        return jax.vmap(one)(jnp.stack([t, 2 * t]))
+
+    t = jnp.full(model.nq, 0.3)
+    J = jax.jit(jax.jacfwd(f))(t)
+    with jd.differentiation_rules(False):
+        ref = jax.jit(jax.jacfwd(f))(t)
+    np.testing.assert_allclose(J, ref, rtol=1e-10, atol=1e-12)

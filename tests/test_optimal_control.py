@@ -162,16 +162,11 @@ def _differentiable_solution(target):
 
 
 def test_gradient_of_the_solution_matches_central_differences():
-    """Forward mode through the unrolled iterations (reverse mode, `jax.jacrev`, gives the
-    same; it is left out for its compile time). jointdyn's ABA rules are switched off
-    (op-by-op autodiff of ABA) while tracing: a derivative of the solver differentiates
-    `jacfwd(step)` under `vmap` once more, which jointdyn's rules refuse today (a shape error
-    in `_linalg`, see benchmarks/NOTES.md)."""
+    """Forward mode through the unrolled iterations, jointdyn's differentiation rules on
+    (reverse mode, `jax.jacrev`, gives the same; it is left out for its compile time)."""
     target, eps = jnp.array([0.8]), 1e-5
-    with jd.differentiation_rules(False):
-        solution = jax.jit(_differentiable_solution)
-        jac = jax.jit(jax.jacfwd(lambda t: _differentiable_solution(t)[:2]))
-        J = jac(target)
+    solution = jax.jit(_differentiable_solution)
+    J = jax.jit(jax.jacfwd(lambda t: _differentiable_solution(t)[:2]))(target)
     cost, tau, converged = solution(target)
     assert bool(converged)
     plus, minus = solution(target + eps), solution(target - eps)
