@@ -102,6 +102,9 @@ def _parse() -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=5, help="most repeats of a timing")
     ap.add_argument("--budget", type=float, default=6.0, help="seconds per timing")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--mjx-batch", type=int, default=256, help="quadrupeds per MJX call (0: no MJX)"
+    )
     ap.add_argument("--skip", default="", help="sections to skip: quadruped,humanoid,talos")
     ap.add_argument("--out-dir", default=str(HERE / "results"))
     ap.add_argument("--no-write", action="store_true", help="print only")
@@ -319,6 +322,63 @@ def bench_quadruped(a: argparse.Namespace) -> dict:
             f"final trunk height {height:.3f} m",
             flush=True,
         )
+    if a.mjx_batch > 0:
+        out["mjx"] = bench_mjx_quadruped(mj_model, init[: a.mjx_batch], ctrl, a)
+    return out
+
+
+def bench_mjx_quadruped(mj_model, init: np.ndarray, ctrl: np.ndarray, a) -> dict:
+    """The same quadrupeds (MJCF, initial states, position actuators, `dt`) with MJX: a
+    `lax.scan` of `mjx.step` under `vmap`, split over the 2 XLA CPU devices, at `--mjx-batch`
+    (MJX's contact pipeline on a CPU is much slower than MuJoCo C's; a smaller batch keeps
+    the run short, and the figure is per sample-step)."""
+    try:
+        from mujoco import mjx
+    except ImportError as e:
+        print(f"mjx: not importable ({e})", flush=True)
+        return {"error": f"not importable: {e}"}
+    B, T = len(init), a.steps
+    nq, nv = mj_model.nq, mj_model.nv
+    qpos = jnp.asarray(init[:, 1 : 1 + nq])
+    qvel = jnp.asarray(init[:, 1 + nq : 1 + nq + nv])
+    m = mjx.put_model(mj_model)
+    d0 = mjx.put_data(mj_model, mujoco.MjData(mj_model)).replace(ctrl=jnp.asarray(ctrl))
+
+    def run(m, d0, qpos, qvel):
+        def one(qpos, qvel):
+            def body(d, _):
+                d = mjx.step(m, d)
+                return d, None
+
+            d, _ = jax.lax.scan(body, d0.replace(qpos=qpos, qvel=qvel), None, length=T)
+            return d.qpos
+
+        return jax.vmap(one)(qpos, qvel)
+
+    mesh = Mesh(np.array(jax.devices()[:2]), ("b",))
+    sharded = NamedSharding(mesh, P("b"))
+    args = (m, d0, jax.device_put(qpos, sharded), jax.device_put(qvel, sharded))
+    try:
+        exe, comp = compiled(run, *args)
+        q_end = jax.block_until_ready(exe(*args))
+    except Exception as e:  # MJX's support varies with its version: keep the error
+        print(f"mjx: {type(e).__name__}: {e}", flush=True)
+        return {"error": f"{type(e).__name__}: {e}"}
+    height = float(jnp.mean(q_end[:, 2]))
+    t = timed(lambda: jax.block_until_ready(exe(*args)), a)
+    out = {
+        **t,
+        "batch": B,
+        "compile": comp,
+        "final_height": height,
+        "finite": bool(jnp.all(jnp.isfinite(q_end))),
+        "us_per_sample_step": 1e6 * t["median"] / (B * T),
+    }
+    print(
+        f"mjx (batch {B}): {out['us_per_sample_step']:.3f} µs/sample-step, compile "
+        f"{comp['total_s']:.1f} s, final trunk height {height:.3f} m",
+        flush=True,
+    )
     return out
 
 
@@ -485,8 +545,12 @@ def table(res: dict) -> str:
         ]
         rows = [(f"jointdyn {k}", v) for k, v in r["jointdyn"].items()]
         rows += [(f"MuJoCo {k}", v) for k, v in mj.items() if isinstance(v, dict)]
+        if "median" in r.get("mjx", {}):
+            rows.append((f"MJX (batch {r['mjx']['batch']})", r["mjx"]))
+        per_step = lambda v: v["median"] / (v.get("batch", B) * T)  # noqa: E731
         for label, v in rows:
-            us, fast = 1e6 * v["median"] / (B * T), 1e6 * v["min"] / (B * T)
+            Bv = v.get("batch", B)
+            us, fast = 1e6 * v["median"] / (Bv * T), 1e6 * v["min"] / (Bv * T)
             comp = v.get("compile")
             comp_s = (
                 f"{comp['total_s']:.1f} ({comp['lower_s']:.1f} + {comp['xla_s']:.1f})"
@@ -494,9 +558,9 @@ def table(res: dict) -> str:
                 else "–"
             )
             lines.append(
-                f"| {label} | {us:.3f} | {fast:.3f} | {B * T / v['median']:,.0f} "
-                f"| {v['final_height']:.3f} | {comp_s} | {v['median'] / mj2['median']:.2f} "
-                f"| {v['median'] / mj['1 threads']['median']:.2f} |"
+                f"| {label} | {us:.3f} | {fast:.3f} | {Bv * T / v['median']:,.0f} "
+                f"| {v['final_height']:.3f} | {comp_s} | {per_step(v) / per_step(mj2):.2f} "
+                f"| {per_step(v) / per_step(mj['1 threads']):.2f} |"
             )
         lines.append("")
     for name in ("humanoid", "talos"):

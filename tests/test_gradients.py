@@ -336,7 +336,7 @@ CASES = (
 @pytest.mark.parametrize(("model_name", "name"), CASES)
 def test_rules_match_autodiff(model_name, name):
     """`jax.grad` (every leaf of every input) and `jax.jacfwd` in `(q, v, u)` with the rules
-    on equal op-by-op autodiff with them off, to 1e-10 relative per leaf."""
+    on equal op-by-op autodiff with them off, to 3e-10 / 1e-10 relative per leaf."""
     model, (q, v, u, f), w = _setup(model_name)
     if not _has_active_rule(model_name, name):
         return  # no rule for `name` (yet): the same program either way
@@ -346,7 +346,9 @@ def test_rules_match_autodiff(model_name, name):
     ct = np.cos(np.asarray(out)) * np.asarray(w[name])  # d loss / d out
     nout = ct.ndim
     ref_grads = jax.tree.map(lambda x: np.tensordot(ct, np.asarray(x), nout), J)
-    _check_leaves(grads, ref_grads, 1e-10, f"{model_name} {name} grad")
+    # 3e-10: the armature's gradient is −λ ⊙ v̇ (λ = M⁻¹ ∂loss/∂v̇), a product of the two
+    # largest quantities here (solo12's light legs: |v̇| ~ 1e3), rounded to ~2e-10 of its size
+    _check_leaves(grads, ref_grads, 3e-10, f"{model_name} {name} grad")
     _check_leaves(jac, J[1:4], 1e-10, f"{model_name} {name} jacfwd")
 
 
