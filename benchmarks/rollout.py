@@ -350,14 +350,20 @@ def bench_mjx_quadruped(mj_model, init: np.ndarray, ctrl: np.ndarray, a) -> dict
                 d = mjx.step(m, d)
                 return d, None
 
-            d, _ = jax.lax.scan(body, d0.replace(qpos=qpos, qvel=qvel), None, length=T)
+            d = d0.replace(qpos=qpos, qvel=qvel)
+            # under x64 mjx.step returns some integer fields (contacts) as int64: carry the
+            # dtypes it returns
+            out = jax.eval_shape(mjx.step, m, d)
+            d = jax.tree.map(lambda x, o: x.astype(o.dtype), d, out)
+            d, _ = jax.lax.scan(body, d, None, length=T)
             return d.qpos
 
         return jax.vmap(one)(qpos, qvel)
 
     mesh = Mesh(np.array(jax.devices()[:2]), ("b",))
     sharded = NamedSharding(mesh, P("b"))
-    args = (m, d0, jax.device_put(qpos, sharded), jax.device_put(qvel, sharded))
+    shared = jax.device_put((m, d0), NamedSharding(mesh, P()))  # copied to both devices
+    args = (*shared, jax.device_put(qpos, sharded), jax.device_put(qvel, sharded))
     try:
         exe, comp = compiled(run, *args)
         q_end = jax.block_until_ready(exe(*args))
