@@ -53,10 +53,11 @@ def test_demo_default_model():
     assert _residual(lines) < 1e-2  # float32
     assert re.search(r"centre of mass \[.*\] m, total energy T \+ U = -?[\d.]+ J", lines), lines
     # the drop simulation: the feet carry the weight of every quadruped at the end
-    assert re.search(r"simulate 8 quadrupeds dropped on the ground, 4000 steps of 0.5 ms: ", lines)
+    assert re.search(r"simulate 8 quadrupeds dropped on the ground, 8000 steps of 0.5 ms: ", lines)
     carried = re.search(r"the feet carry ([\d.]+)-([\d.]+) of the weight .*finite: True", lines)
     assert carried, lines
     assert 0.9 < float(carried.group(1)) <= float(carried.group(2)) < 1.1
+    assert "at rest below 5 cm/s: True" in lines, lines  # they come to rest
 
 
 def test_demo_float64():
