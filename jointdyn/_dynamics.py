@@ -21,6 +21,7 @@ from ._kinematics import (
     JointTerms,
     WorldInertia,
     _dtype,
+    armature,
     dof_columns,
     hinge_times,
     hinge_transpose_times,
@@ -45,11 +46,6 @@ def _f_ext_world(t: JointTerms, f_ext: Array | None, nb: int) -> Array | None:
         raise ValueError(f"`f_ext` must have shape ({nb}, 6) (F_Bo_W per body), got {f_ext.shape}")
     n, f = f_ext[:, :3], f_ext[:, 3:]
     return jnp.concatenate([n + cross(t.X_WB.p, f), f], -1)
-
-
-def _armature(model: Model) -> Array:
-    """Every joint's `params.armature`, one entry per DOF (nv,)."""
-    return map_joints(model, lambda j: j.params.armature, v_out=True)
 
 
 def _check_sizes(model: Model, **arrays) -> None:
@@ -90,7 +86,7 @@ def _rnea(model: Model, q: Array, v: Array, vdot: Array, f_ext: Array | None) ->
     p = plan(model)
     t = joint_terms(model, q, v)
     tau = hinge_transpose_times(p, t.S, _rnea_forward(model, p, t, vdot, f_ext).F)
-    return tau + _armature(model) * vdot
+    return tau + armature(model) * vdot
 
 
 class RneaForward(NamedTuple):
@@ -153,7 +149,7 @@ def crba(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nv nv"]:
     Sd, Fd = dof_columns(p, t.S), dof_columns(p, F)
     A = Sd.T @ Fd  # A[k, l] = S_kᵀ I^c_body(l) S_l
     up = jnp.asarray(p.dof_ancestor, bool)
-    return jnp.where(up, A, jnp.where(up.T, A.T, 0.0)) + jnp.diag(_armature(model))
+    return jnp.where(up, A, jnp.where(up.T, A.T, 0.0)) + jnp.diag(armature(model))
 
 
 @jit_unless_traced
@@ -235,9 +231,9 @@ def _aba_jvp(primals, tangents):
         rhs = -dr if rhs is None else rhs - dr
     if rhs is None:
         return vdot, jnp.zeros_like(vdot)
-    armature = _armature(model)
+    rotor = armature(model)
     dvdot = jax.lax.custom_linear_solve(
-        lambda x: _mass_times(p, t, I, x, armature),
+        lambda x: _mass_times(p, t, I, x, rotor),
         rhs,
         lambda _, b: _aba_sweep(p, fac, None, None, b, None),
         symmetric=True,
@@ -269,7 +265,7 @@ def _aba_setup(model: Model, q: Array, v: Array, f_ext: Array | None, keep=None)
     if fe is not None:
         pA0 = pA0 - fe
     c = t.cJ + motion_cross(t.V, t.vJ)
-    fac = _articulated_inertias(p, t, I.as_matrix(), _armature(model), keep)
+    fac = _articulated_inertias(p, t, I.as_matrix(), armature(model), keep)
     return p, t, fac, pA0, c, _base_acceleration(model, t.V.dtype), I
 
 

@@ -396,6 +396,12 @@ def center_of_mass(model: Model, q: Float[Array, " nq"]) -> Float[Array, "3"]:
     return jnp.sum(m[:, None] * c_W, 0) / jnp.sum(m)
 
 
+def armature(model: Model) -> Array:
+    """Every joint's `params.armature`, one entry per DOF (nv,): the rotor inertias that
+    `crba`, `aba`, `rnea` and `kinetic_energy` add on the diagonal of `M`."""
+    return map_joints(model, lambda j: j.params.armature, v_out=True)
+
+
 @jit_unless_traced
 def kinetic_energy(model: Model, q: Array, v: Array) -> Float[Array, ""]:
     """`T = ½ Σ vᵢᵀ Iᵢ vᵢ + ½ Σ armature ⊙ v²` (equal to `½ vᵀ M(q) v`; the second sum is
@@ -403,8 +409,7 @@ def kinetic_energy(model: Model, q: Array, v: Array) -> Float[Array, ""]:
     model = astype(model, _dtype(q, v))
     t = joint_terms(model, q, v)
     h = world_inertias(model, t.X_WB).apply(t.V)
-    armature = map_joints(model, lambda j: j.params.armature, v_out=True)
-    return 0.5 * (jnp.sum(h * t.V) + jnp.sum(armature * v * v))
+    return 0.5 * (jnp.sum(h * t.V) + jnp.sum(armature(model) * v * v))
 
 
 @jit_unless_traced
