@@ -28,7 +28,6 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -45,6 +44,7 @@ import jointdyn as jd  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from _jointdyn import compile_timed  # noqa: E402
 from _timing import time_call  # noqa: E402
 
 MODELS = ("humanoid", "ant")
@@ -70,13 +70,6 @@ def gymnasium_model(name: str):
     return m
 
 
-def compiled(fn, *args):
-    """`fn` (jitted) compiled for `args`, and the seconds it took (trace, lower, XLA)."""
-    t0 = time.perf_counter()
-    exe = fn.lower(*args).compile()
-    return exe, time.perf_counter() - t0
-
-
 def bench(name: str, a: argparse.Namespace) -> dict:
     from mujoco import mjx
 
@@ -97,8 +90,8 @@ def bench(name: str, a: argparse.Namespace) -> dict:
     # jointdyn
     axes = (None, 0, 0, 0)
     args = jd.device_put_batched((model, q, v, tau), axes)
-    fd = jd.jit(jd.batched(jd.forward_dynamics, axes))
-    exe, t_c = compiled(fd, *args)
+    exe, *t = compile_timed(jd.batched(jd.forward_dynamics, axes), args)
+    t_c = sum(t)
     qacc_jd = np.asarray(exe(*args))
     r = time_call(lambda: jax.block_until_ready(exe(*args)), a.repeats, a.budget)
     out["jointdyn"] = {"us": 1e6 * r["median"] / B, "compile_s": t_c}
@@ -112,7 +105,8 @@ def bench(name: str, a: argparse.Namespace) -> dict:
 
     maxes = (None, None, 0, 0, 0)
     margs = jd.device_put_batched((mx, d0, qpos, qvel, qfrc), maxes)
-    exe_m, t_m = compiled(jd.jit(jd.batched(fwd, maxes)), *margs)
+    exe_m, *t = compile_timed(jd.batched(fwd, maxes), margs)
+    t_m = sum(t)
     qacc_mjx = np.asarray(exe_m(*margs))
     r = time_call(lambda: jax.block_until_ready(exe_m(*margs)), a.repeats, a.budget)
     out["mjx"] = {"us": 1e6 * r["median"] / B, "compile_s": t_m}

@@ -40,12 +40,12 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pinocchio as pin  # noqa: E402
+from _jointdyn import compile_timed  # noqa: E402
 from _robots import load_robot  # noqa: E402
 from _timing import time_call  # noqa: E402
 
@@ -64,15 +64,6 @@ def _parse() -> argparse.Namespace:
     ap.add_argument("--out-dir", default=str(HERE / "results"))
     ap.add_argument("--no-write", action="store_true", help="print only")
     return ap.parse_args()
-
-
-def compiled(fn, *args) -> tuple:
-    t0 = time.perf_counter()
-    lowered = jd.jit(fn).lower(*args)
-    t1 = time.perf_counter()
-    exe = lowered.compile()
-    t2 = time.perf_counter()
-    return exe, {"lower_s": t1 - t0, "xla_s": t2 - t1, "total_s": t2 - t0}
 
 
 def pin_columns(robot) -> tuple[np.ndarray, list[int]]:
@@ -113,7 +104,8 @@ def run_robot(name: str, a: argparse.Namespace) -> dict:
             m_, q_, v_, vdot_ = jd.device_put_batched((m, q, v, vdot), (None, 0, 0, 0))
         else:
             m_, q_, v_, vdot_ = m, q, v, vdot
-        exe, ct = compiled(fn, m_, q_, v_, vdot_)
+        exe, lower_s, xla_s = compile_timed(fn, (m_, q_, v_, vdot_))
+        ct = {"lower_s": lower_s, "xla_s": xla_s, "total_s": lower_s + xla_s}
         Y = exe(m_, q_, v_, vdot_)
         Y.block_until_ready()
         if key == "batched_2dev":
