@@ -40,6 +40,31 @@ def test_batched_grad(batch):
     np.testing.assert_allclose(g, g_ref, rtol=1e-10, atol=1e-10)
 
 
+def _small_and_large(model, q, v, tau):
+    """A small result (v̇, nv floats) and a large one (≥ 8 KB per sample: `batched` moves
+    it back to batch-first inside each chunk), so both ways of joining chunks are used."""
+    vdot = jd.aba(model, q, v, tau)
+    return vdot, jnp.outer(jnp.tile(vdot, 12), jnp.tile(q[: model.nv], 12))
+
+
+def test_batched_large_and_small_outputs(batch):
+    model, q, v, tau = batch
+    assert 8 * (12 * model.nv) ** 2 >= 8192  # the large leaf is large
+    f = jd.batched(_small_and_large, (None, 0, 0, 0), chunk_size=8)
+    got = jax.jit(f)(model, q, v, tau)
+    expected = jax.jit(jax.vmap(_small_and_large, (None, 0, 0, 0)))(model, q, v, tau)
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+    grad = jax.jit(jax.grad(lambda t: jnp.sum(f(model, q, v, t)[1] ** 2)))(tau)
+    grad_ref = jax.jit(
+        jax.grad(
+            lambda t: jnp.sum(jax.vmap(_small_and_large, (None, 0, 0, 0))(model, q, v, t)[1] ** 2)
+        )
+    )(tau)
+    np.testing.assert_allclose(grad, grad_ref, rtol=1e-10, atol=1e-10)
+
+
 def test_batched_bad_axes(batch):
     model, q, v, tau = batch
     with pytest.raises(ValueError, match="in_axes"):
