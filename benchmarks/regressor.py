@@ -4,6 +4,7 @@
     python benchmarks/regressor.py                                 # batch 4096, panda, solo12, talos
     python benchmarks/regressor.py --batch 256 --robots panda      # smoke run
     python benchmarks/regressor.py --no-write                      # print only
+    python benchmarks/regressor.py --hugepages                     # glibc's huge-page tunable
 
 float64, the robots of example-robot-data (`_robots.py`), the same random states in both
 libraries' coordinates.
@@ -24,6 +25,13 @@ libraries' coordinates.
 - Agreement: the first 4 samples against Pinocchio's (coordinates mapped, body columns
   matched by joint name), relative max error.
 
+- Memory: the output is allocated afresh on every jointdyn call (a new array), while the
+  Pinocchio loop writes into one array allocated before the timing. Buffers this large come
+  from `mmap`, and the kernel's 4 KB page faults on a fresh 411 MB buffer are a large part of
+  the call (talos: ~100 000 faults per call). `--hugepages` re-runs the script under
+  `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` (glibc ≥ 2.35: large allocations are advised to
+  use transparent huge pages, 2 MB each), for both libraries alike; the JSON records it.
+
 Times: median of repeats (`_timing.time_call`). Ratio = jointdyn µs per sample / Pinocchio's.
 Written to `benchmarks/results/regressor-<date>-<time>.json`.
 """
@@ -40,6 +48,7 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
@@ -63,6 +72,11 @@ def _parse() -> argparse.Namespace:
     ap.add_argument("--budget", type=float, default=4.0, help="seconds per timing")
     ap.add_argument("--out-dir", default=str(HERE / "results"))
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument(
+        "--hugepages",
+        action="store_true",
+        help="re-run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (see the docstring)",
+    )
     return ap.parse_args()
 
 
@@ -156,12 +170,18 @@ def run_robot(name: str, a: argparse.Namespace) -> dict:
 
 def main() -> None:
     a = _parse()
+    tunable = "glibc.malloc.hugetlb=1"
+    if a.hugepages and tunable not in os.environ.get("GLIBC_TUNABLES", ""):
+        env = dict(os.environ)
+        env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), tunable]))
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)  # read at process start
     res = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": platform.processor() or platform.machine(),
         "jax": jax.__version__,
         "pinocchio": pin.__version__,
         "devices": len(jax.devices()),
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
         "robots": {},
     }
     for name in a.robots.split(","):
