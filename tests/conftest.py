@@ -16,9 +16,14 @@ module is done, so they do not pile up in a test worker.
 import itertools
 import os
 
-for _flag in ("xla_backend_optimization_level=0", "xla_cpu_use_fusion_emitters=false"):
-    if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --" + _flag).strip()
+# Importing jointdyn does not start JAX's backend, so the flags still take effect after it.
+from jointdyn._compile import CPU_COMPILER_OPTIONS
+
+_FLAGS = {"xla_backend_optimization_level": 0, **CPU_COMPILER_OPTIONS}
+for _name, _value in _FLAGS.items():
+    if _name not in os.environ.get("XLA_FLAGS", ""):
+        _flag = f"--{_name}={str(_value).lower()}"
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
 
 import jax  # noqa: E402
 import jax.random as jr  # noqa: E402

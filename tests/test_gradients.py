@@ -61,23 +61,12 @@ WITH_RULES = ["aba", "forward_dynamics"]
 # set-up: models with passive forces, well-conditioned states, compiled programs
 
 
-@functools.cache
-def _options() -> dict:
-    """`jd.compiler_options()` with XLA's backend optimisation off (compiles ~2x faster)."""
-    opts = {**jd.compiler_options(), "xla_backend_optimization_level": 0}
-    try:
-        jax.jit(lambda x: x + 1).lower(1.0).compile(opts)
-    except Exception:  # noqa: BLE001 - an XLA without the option: its defaults
-        return jd.compiler_options()
-    return opts
-
-
 def _compile(fn, args, rules: bool = True):
     """`jax.jit(fn)` compiled for `args`, traced with the rules on or off. `fn` must be a
     fresh function object (a function traced before keeps its cached trace)."""
     with jd.differentiation_rules(rules):
         lowered = jax.jit(fn).lower(*args)
-    return lowered.compile(_options())
+    return lowered.compile()
 
 
 def _call(name, model, q, v, u, f):
