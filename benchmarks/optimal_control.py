@@ -15,8 +15,8 @@ Gauss–Newton Hessians on both sides); initial guess `x₀` at every knot, zero
 - **One problem, per iteration**: a solve of exactly `--iterations` iterations (tolerance 0),
   time / iterations. An iteration is derivatives + backward pass + line search (forward
   passes). Both follow the same path (same iterates to rounding; the script prints the costs).
-  jointdyn: `jd.jit(solve)` (a `lax.while_loop`, the dynamics derivatives by forward-mode
-  autodiff of `jd.step` until `jd.step_derivatives` is used). Crocoddyl: `solver.solve`
+  jointdyn: `jd.jit(solve)` (a `lax.while_loop`; the dynamics derivatives are
+  `jd.step_derivatives` over the knots, one `batch_last` chunk on CPU). Crocoddyl: `solver.solve`
   (its pip wheel runs one thread; the table also gives its time / 2, the 2-core figure it
   would reach at best).
 - **A batch** of `--batch` problems (random targets) in one call: `jd.batched(solve,

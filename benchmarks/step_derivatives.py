@@ -4,8 +4,9 @@ For a horizon of `--horizon` knots of an example-robot-data robot (float64, rand
 torques, semi-implicit Euler, `dt` 10 ms), the Jacobians `fx` (2nv × 2nv) and `fu` (2nv × nv)
 of every knot, in the tangent space (Crocoddyl's `Fx`, `Fu`):
 
-- jointdyn: `jd.jit(jd.batched(step_derivatives))` over the horizon, one call (and `jax.vmap`
-  in place of `jd.batched`);
+- jointdyn: `jd.jit(jd.batched(step_derivatives, chunk_size=horizon, shard=False))` over the
+  horizon, one call: the knots as one batch-last chunk, what `jointdyn.optimal_control` does
+  on CPU (and `jax.vmap` in place of `jd.batched`);
 - Pinocchio 4.1 from Python: a loop over the knots of `computeABADerivatives` + `dIntegrate`
   (ARG0, ARG1) and the same few matrix products with NumPy (what Crocoddyl's
   `IntegratedActionModelEuler.calcDiff` does in C++, without the costs), with the joint damping
@@ -89,7 +90,10 @@ def main() -> None:
     D = T @ np.diag(np.asarray(model._joint_param("damping"))) @ T.T
 
     fn = functools.partial(jd.step_derivatives, dt=dt)
-    batched = jd.jit(jd.batched(lambda m, a, b, c: fn(m, a, b, c), (None, 0, 0, 0)))
+    # the horizon as one batch-last chunk, as `optimal_control` evaluates its knots on CPU
+    batched = jd.jit(
+        jd.batched(lambda m, a, b, c: fn(m, a, b, c), (None, 0, 0, 0), chunk_size=H, shard=False)
+    )
     vmapped = jd.jit(jax.vmap(lambda m, a, b, c: fn(m, a, b, c), (None, 0, 0, 0)))
 
     t0 = time.perf_counter()

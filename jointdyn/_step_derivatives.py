@@ -101,12 +101,13 @@ def _euler_rk4(model, q, v, tau, dt, contact, f_ext, rk4: bool):
         jnp.concatenate(b, 1) for b in ([eye, zero, zero], [zero, eye, zero], [zero, zero, eye])
     )
     a, Ja = _acceleration(model, q, v, tau, contact, f_ext)
-    Da = _chain(Ja, E_q, E_v, E_u)
+    Da = jnp.concatenate(Ja, 1)  # `_chain(Ja, E_q, E_v, E_u)` without products by identities
     if not rk4:
         v1 = v + dt * a
         Dv1 = E_v + dt * Da
         Jq, Jv = model.integrate_derivatives(q, dt * v1)
-        return model.integrate(q, dt * v1), v1, Jq @ E_q + dt * (Jv @ Dv1), Dv1
+        Dq1 = jnp.concatenate([Jq, zero, zero], 1) + dt * (Jv @ Dv1)  # Jq @ E_q + dt Jv Dv1
+        return model.integrate(q, dt * v1), v1, Dq1, Dv1
 
     # stages 2..4 in one `lax.scan` (one copy of `aba_derivatives` in the program, not three)
     def stage(carry, c):

@@ -87,6 +87,7 @@ the loops are `lax.while_loop`s that stop early (forward mode only).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import equinox as eqx
@@ -95,6 +96,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
+from ._batching import batched
 from ._model import Model
 from ._simulation import INTEGRATORS, step
 from ._step_derivatives import step_derivatives
@@ -245,6 +247,17 @@ def _dynamics_derivatives(problem: ShootingProblem, q, v, tau):
     return d.q, d.v, d.fx, d.fu
 
 
+def _knot_dynamics_derivatives(problem: ShootingProblem, qs, vs, us):
+    """`_dynamics_derivatives` at every knot. On CPU the knots are one `batch_last` chunk
+    (`jd.batched` with `chunk_size` the horizon, no sharding): the knots along the last axis of
+    every array, so that `aba_derivatives`' small matrix products run vectorised across knots.
+    Panda, horizon 100: 18-21 µs per knot against 35-36 µs for `jax.vmap`. Elsewhere `vmap`."""
+    fn = functools.partial(_dynamics_derivatives, problem)
+    if jax.default_backend() != "cpu":
+        return jax.vmap(fn)(qs, vs, us)
+    return batched(fn, chunk_size=max(1, us.shape[0]), shard=False, layout="batch_last")(qs, vs, us)
+
+
 def _cost_derivatives(fn, z0):
     """Value, gradient and Hessian of `fn` at `z0`. A scalar `fn` is a cost: its full Hessian
     (`jax.hessian`). A vector `fn` is a residual `r` of the cost `½‖r‖²`: gradient `Jᵀr` and
@@ -370,13 +383,8 @@ class _State(eqx.Module):
 
 def _derivatives(problem: ShootingProblem, qs, vs, us):
     model = problem.model
-    knots = jax.vmap(
-        lambda q, v, u: (
-            _dynamics_derivatives(problem, q, v, u),
-            _running_derivatives(problem, q, v, u),
-        )
-    )
-    (qn, vn, Fx, Fu), (c, g, H) = knots(qs[:-1], vs[:-1], us)
+    (qn, vn, Fx, Fu) = _knot_dynamics_derivatives(problem, qs[:-1], vs[:-1], us)
+    c, g, H = jax.vmap(lambda q, v, u: _running_derivatives(problem, q, v, u))(qs[:-1], vs[:-1], us)
     cT, gT, HT = _terminal_derivatives(problem, qs[-1], vs[-1])
     gaps = jnp.concatenate(
         [
