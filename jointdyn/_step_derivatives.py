@@ -86,32 +86,31 @@ def _acceleration(model, q, v, tau, contact, f_ext):
     return d.vdot, (d.dvdot_dq + M_inv @ dQ_dq, d.dvdot_dv + M_inv @ dQ_dv, M_inv)
 
 
+def _in_block(J: Array, k: int) -> Array:
+    """`J E_k`, (nv, 3nv): `J` as block `k` of a Jacobian in (q, v, tau) (`E_q = [1 0 0]`,
+    `E_v = [0 1 0]`, `E_u = [0 0 1]`), written in place instead of multiplied."""
+    blocks = [jnp.zeros_like(J)] * 3
+    blocks[k] = J
+    return jnp.concatenate(blocks, 1)
+
+
 def _chain(J: tuple, Dq: Array, Dv: Array) -> Array:
     """`J_q Dq + J_v Dv + J_u E_u`: a Jacobian in (q, v, tau) from one in (its q, v, tau),
-    where the stage's tau is the step's (`E_u = [0 0 1]`: added as a block, not a product)."""
-    zero = jnp.zeros_like(J[2])
-    return J[0] @ Dq + J[1] @ Dv + jnp.concatenate([zero, zero, J[2]], 1)
-
-
-def _first_block(J: Array) -> Array:
-    """`J E_q = [J 0 0]`, (nv, 3nv): a Jacobian in q as one in (q, v, tau)."""
-    zero = jnp.zeros_like(J)
-    return jnp.concatenate([J, zero, zero], 1)
+    where the stage's tau is the step's."""
+    return J[0] @ Dq + J[1] @ Dv + _in_block(J[2], 2)
 
 
 def _euler_rk4(model, q, v, tau, dt, contact, f_ext, rk4: bool):
     nv, dtype = model.nv, jnp.result_type(q, v, tau)
-    eye = jnp.eye(nv, dtype=dtype)
-    zero = jnp.zeros((nv, nv), dtype)
     # Jacobians with respect to (δq, δv, δtau), as (nv, 3nv) blocks
-    E_v = jnp.concatenate([zero, eye, zero], 1)  # ∂v/∂(q, v, tau)
+    E_v = _in_block(jnp.eye(nv, dtype=dtype), 1)  # ∂v/∂(q, v, tau)
     a, Ja = _acceleration(model, q, v, tau, contact, f_ext)
     Da = jnp.concatenate(Ja, 1)  # `J_q E_q + J_v E_v + J_u E_u`, without the products
     if not rk4:
         v1 = v + dt * a
         Dv1 = E_v + dt * Da
         Jq, Jv = model.integrate_derivatives(q, dt * v1)
-        Dq1 = _first_block(Jq) + dt * (Jv @ Dv1)
+        Dq1 = _in_block(Jq, 0) + dt * (Jv @ Dv1)
         return model.integrate(q, dt * v1), v1, Dq1, Dv1
 
     # stages 2..4 in one `lax.scan` (one copy of `aba_derivatives` in the program, not three)
@@ -119,7 +118,7 @@ def _euler_rk4(model, q, v, tau, dt, contact, f_ext, rk4: bool):
         v_prev, Dv_prev, a_prev, Da_prev = carry
         w = c * dt * v_prev
         Jq, Jv = model.integrate_derivatives(q, w)
-        qi, Dqi = model.integrate(q, w), _first_block(Jq) + c * dt * (Jv @ Dv_prev)
+        qi, Dqi = model.integrate(q, w), _in_block(Jq, 0) + c * dt * (Jv @ Dv_prev)
         vi, Dvi = v + c * dt * a_prev, E_v + c * dt * Da_prev
         ai, Jai = _acceleration(model, qi, vi, tau, contact, f_ext)
         out = (vi, Dvi, ai, _chain(Jai, Dqi, Dvi))
@@ -133,13 +132,12 @@ def _euler_rk4(model, q, v, tau, dt, contact, f_ext, rk4: bool):
     v1 = v + dt / 6 * a + jnp.tensordot(wts, accs, 1)
     Dv1 = E_v + dt / 6 * Da + jnp.tensordot(wts, Das, 1)
     Jq, Jv = model.integrate_derivatives(q, dq)
-    return model.integrate(q, dq), v1, _first_block(Jq) + Jv @ Ddq, Dv1
+    return model.integrate(q, dq), v1, _in_block(Jq, 0) + Jv @ Ddq, Dv1
 
 
 def _implicit(model, q, v, tau, dt, contact, f_ext):
     nv, dtype = model.nv, jnp.result_type(q, v, tau)
     eye = jnp.eye(nv, dtype=dtype)
-    zero = jnp.zeros((nv, nv), dtype)
     zv = jnp.zeros(nv, dtype)
     a, (A_q, A_v, M_inv) = _acceleration(model, q, v, tau, contact, f_ext)
     M = crba(model, q)
@@ -184,9 +182,9 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
     dW_v = dt * dDdv_v + dt**2 * dKdv_v
     rhs = jnp.concatenate([dr_q - dW_q, dr_v - dW_v, dr_u], 1)
     Ddv = jnp.linalg.solve(W, rhs)
-    Dv1 = jnp.concatenate([zero, eye, zero], 1) + Ddv
+    Dv1 = _in_block(eye, 1) + Ddv
     Jq, Jv = model.integrate_derivatives(q, dt * v1)
-    Dq1 = jnp.concatenate([Jq, zero, zero], 1) + dt * (Jv @ Dv1)
+    Dq1 = _in_block(Jq, 0) + dt * (Jv @ Dv1)
     return model.integrate(q, dt * v1), v1, Dq1, Dv1
 
 
