@@ -248,14 +248,13 @@ def _dynamics_derivatives(problem: ShootingProblem, q, v, tau):
 
 
 def _knot_dynamics_derivatives(problem: ShootingProblem, qs, vs, us):
-    """`_dynamics_derivatives` at every knot. On CPU the knots are one `batch_last` chunk
-    (`jd.batched` with `chunk_size` the horizon, no sharding): the knots along the last axis of
-    every array, so that `aba_derivatives`' small matrix products run vectorised across knots.
-    Panda, horizon 100: 18-21 µs per knot against 35-36 µs for `jax.vmap`. Elsewhere `vmap`."""
+    """`_dynamics_derivatives` at every knot, as one chunk of `jd.batched` (no sharding: nested
+    meshes fail under an outer `jd.batched`). On CPU that chunk is `batch_last`: the knots
+    along the last axis of every array, so that `aba_derivatives`' small matrix products run
+    vectorised across knots (panda, horizon 100: 18-21 µs per knot against 35-36 µs for
+    `jax.vmap`); elsewhere `batched`'s layout is a `vmap` of the chunk."""
     fn = functools.partial(_dynamics_derivatives, problem)
-    if jax.default_backend() != "cpu":
-        return jax.vmap(fn)(qs, vs, us)
-    return batched(fn, chunk_size=max(1, us.shape[0]), shard=False, layout="batch_last")(qs, vs, us)
+    return batched(fn, chunk_size=max(1, us.shape[0]), shard=False)(qs, vs, us)
 
 
 def _cost_derivatives(fn, z0):
