@@ -7,12 +7,15 @@ jointdyn and by Pinocchio, with the same random states in both libraries' coordi
   and `ModelPool`, the coordinate map, and `nmax` random states (configurations, velocities,
   torques, accelerations) in jointdyn's and in Pinocchio's coordinates.
 
-The caller turns on float64 (`jax.config.update("jax_enable_x64", True)`) before loading: the
+The files are found under `$EXAMPLE_ROBOT_DATA_ROBOTS` when set (a copy of the package's
+`robots/` folder: what `gpu.py` reads on a machine without Pinocchio), else where Pinocchio's
+wheel installs them. The caller turns on float64 (`jax.config.update("jax_enable_x64", True)`) before loading: the
 states are float64.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +23,22 @@ from typing import Any
 
 import jax
 import numpy as np
-import pinocchio as pin
-from _pinocchio import CoordinateMap
+
+try:  # jointdyn's side alone (load_jointdyn) runs without Pinocchio: see ROBOTS_DIR
+    import pinocchio as pin
+    from _pinocchio import CoordinateMap
+except ImportError:  # pragma: no cover - machines without Pinocchio (gpu.py)
+    pin = None
+    CoordinateMap = Any
 
 import jointdyn as jd
 
-ROBOTS_DIR = Path(pin.__file__).parents[4] / "share" / "example-robot-data" / "robots"
+if os.environ.get("EXAMPLE_ROBOT_DATA_ROBOTS"):
+    ROBOTS_DIR = Path(os.environ["EXAMPLE_ROBOT_DATA_ROBOTS"])
+elif pin is not None:
+    ROBOTS_DIR = Path(pin.__file__).parents[4] / "share" / "example-robot-data" / "robots"
+else:
+    raise ImportError("set EXAMPLE_ROBOT_DATA_ROBOTS (no Pinocchio here to find the robots)")
 
 # name: (path under ROBOTS_DIR, floating base)
 ROBOTS: dict[str, tuple[str, bool]] = {

@@ -1,6 +1,6 @@
 """Gradients against forward passes, side by side in one run (the gradients issue's targets).
 
-For each robot, float64, batch `--batch` (4096), the batch split over `--cpu-devices` XLA CPU
+For each robot, float64 (`--dtype`), batch `--batch` (4096), the batch split over `--cpu-devices` XLA CPU
 devices (2: one per core), every function compiled with `jd.jit`:
 
 - **forward** `jd.batched(alg)` and **gradient** `jax.grad` of `sum(batched(alg)(model, q, v,
@@ -47,6 +47,8 @@ def _parse() -> argparse.Namespace:
         help="comma list of gradient inputs: all = (model, q, v, u); state = (q, v, u)",
     )
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
+    ap.add_argument("--out-dir", default=str(HERE / "results"))
     return ap.parse_args()
 
 
@@ -68,12 +70,12 @@ from _timing import _block, _calls_lasting  # noqa: E402
 import jointdyn as jd  # noqa: E402
 
 
-def states(model, batch: int, seed: int = 0):
+def states(model, batch: int, seed: int = 0, dtype=jnp.float64):
     keys = jax.random.split(jax.random.key(seed), batch)
-    q = jax.vmap(model.random_configuration)(keys).astype(jnp.float64)
+    q = jax.vmap(model.random_configuration)(keys).astype(dtype)
     rng = np.random.default_rng(seed)
-    v, u = (jnp.asarray(rng.normal(size=(batch, model.nv))) for _ in range(2))
-    return jd.device_put_batched((jd.astype(model, jnp.float64), q, v, u), (None, 0, 0, 0))
+    v, u = (jnp.asarray(rng.normal(size=(batch, model.nv)), dtype) for _ in range(2))
+    return jd.device_put_batched((jd.astype(model, dtype), q, v, u), (None, 0, 0, 0))
 
 
 def compiled(fn, args):
@@ -120,7 +122,7 @@ def loss_grad(alg: str, wrt: str = "all"):
 
 def bench(name: str, a: argparse.Namespace) -> list[list]:
     model = load(name)
-    args = states(model, a.batch)
+    args = states(model, a.batch, dtype=jnp.dtype(a.dtype))
     B = a.batch
     rows = []
     for alg, wrt in ((x, w) for x in a.algorithms.split(",") for w in a.wrt.split(",")):
@@ -164,9 +166,14 @@ def fmt(row) -> str:
     return " | ".join(f"{x:.3g}" if isinstance(x, float) else str(x) for x in row)
 
 
+def _devices() -> str:
+    d = jax.devices()
+    return f"{len(d)} {d[0].platform.upper()} device(s) ({getattr(d[0], 'device_kind', '')})"
+
+
 def main() -> None:
     a = ARGS
-    print(f"jax {jax.__version__}, devices {jax.devices()}, batch {a.batch}, float64")
+    print(f"jax {jax.__version__}, {_devices()}, batch {a.batch}, {a.dtype}")
     rows = []
     for name in a.robots.split(","):
         rows += bench(name, a)
@@ -183,14 +190,14 @@ def main() -> None:
         )
     text = (
         f"# Gradients, {time.strftime('%Y-%m-%d %H:%M')}\n\n"
-        f"jax {jax.__version__}, {len(jax.devices())} CPU devices, batch {a.batch}, float64. "
+        f"jax {jax.__version__}, {_devices()}, batch {a.batch}, {a.dtype}. "
         "Rows 'jacfwd(aba) / aba_derivatives': forward = `jd.aba_derivatives`, gradient = "
         "`jax.jacfwd(jd.aba, argnums=(1, 2, 3))`, both under `jd.batched`; the last column is "
         "their largest difference in ∂v̇/∂v.\n\n" + "\n".join(lines) + "\n"
     )
     print(text)
     if not a.no_write:
-        out = HERE / "results" / f"gradients-{time.strftime('%Y-%m-%d-%H%M')}.md"
+        out = Path(a.out_dir) / f"gradients-{time.strftime('%Y-%m-%d-%H%M')}.md"
         out.write_text(text)
         print(f"wrote {out}")
 

@@ -4,6 +4,7 @@ pin 3.9, see .ci/run), which has jax and jointdyn too:
 
     .venv-croc/bin/python benchmarks/optimal_control.py                # batch 1024 (~5 min)
     .venv-croc/bin/python benchmarks/optimal_control.py --batch 64     # smoke run
+    python benchmarks/optimal_control.py --no-crocoddyl                # jointdyn alone (GPU)
 
 float64. The problem: panda (example-robot-data, 9 dof, damping removed: Pinocchio's ABA has
 none) reaching a hand target, horizon `--horizon` (100) knots of `dt` 0.01 s, Euler
@@ -49,11 +50,10 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)  # benchmark script: float64
 
-import crocoddyl  # noqa: E402
 import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-import pinocchio as pin  # noqa: E402
+from _robots import ROBOTS, ROBOTS_DIR  # noqa: E402
 from _timing import time_call  # noqa: E402
 
 import jointdyn as jd  # noqa: E402
@@ -64,13 +64,8 @@ Q0 = np.array([0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8, 0.02, 0.02])
 W_X, W_U, W_V_T, W_GOAL = 0.1, 1e-3, 10.0, 1e3
 
 
-def _panda_paths():
-    root = Path(pin.__file__).parents[4] / "share" / "example-robot-data" / "robots"
-    return str(root / "panda_description/urdf/panda.urdf")
-
-
-def _models():
-    path = _panda_paths()
+def _models(with_pinocchio: bool = True):
+    path = str(ROBOTS_DIR / ROBOTS["panda"][0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = jd.load_urdf(path)
@@ -79,6 +74,10 @@ def _models():
         for j in model.joints
     )
     model = eqx.tree_at(lambda m: m.joints, model, joints)
+    if not with_pinocchio:
+        return model, None
+    import pinocchio as pin
+
     pmodel = pin.buildModelFromUrdf(path)
     assert list(pmodel.names)[1:] == list(model.joint_names), "joint orders differ"
     return model, pmodel
@@ -104,6 +103,8 @@ def make_problem(model, target, horizon, dt):
 
 
 def crocoddyl_solver(pmodel, target, horizon, dt):
+    import crocoddyl
+
     state = crocoddyl.StateMultibody(pmodel)
     actuation = crocoddyl.ActuationModelFull(state)
     nu = state.nv
@@ -135,9 +136,13 @@ def main():
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--chunk", type=int, default=8)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--out-dir", default=None, help="for the JSON (default results/)")
+    parser.add_argument(
+        "--no-crocoddyl", action="store_true", help="jointdyn alone (a machine without it)"
+    )
     args = parser.parse_args()
     T, dt, its = args.horizon, args.dt, args.iterations
-    model, pmodel = _models()
+    model, pmodel = _models(with_pinocchio=not args.no_crocoddyl)
     rng = np.random.default_rng(0)
     targets = np.array([0.5, 0.3, 0.5]) + rng.uniform(-0.15, 0.15, (args.batch, 3))
 
@@ -154,19 +159,20 @@ def main():
     out["jointdyn_per_iteration_ms"] = 1e3 * t["median"] / its
     out["jointdyn_cost"] = float(sol.cost)
 
-    solver, xs, us = crocoddyl_solver(pmodel, targets[0], T, dt)
+    if not args.no_crocoddyl:
+        solver, xs, us = crocoddyl_solver(pmodel, targets[0], T, dt)
 
-    def croc():
-        solver.solve(xs, us, its, False)
+        def croc():
+            solver.solve(xs, us, its, False)
 
-    t = time_call(croc, 20, 20.0)
-    # iter is the loop index: maxiter after a full run (th_stop ~0: no early return)
-    assert solver.iter == its, (solver.iter, its)
-    out["crocoddyl_iterations"] = solver.iter
-    out["crocoddyl_per_iteration_ms"] = 1e3 * t["median"] / (solver.iter + 1)
-    out["crocoddyl_cost"] = solver.cost
-    out["ratio_single"] = out["jointdyn_per_iteration_ms"] / out["crocoddyl_per_iteration_ms"]
-    out["ratio_single_vs_half"] = 2 * out["ratio_single"]
+        t = time_call(croc, 20, 20.0)
+        # iter is the loop index: maxiter after a full run (th_stop ~0: no early return)
+        assert solver.iter == its, (solver.iter, its)
+        out["crocoddyl_iterations"] = solver.iter
+        out["crocoddyl_per_iteration_ms"] = 1e3 * t["median"] / (solver.iter + 1)
+        out["crocoddyl_cost"] = solver.cost
+        out["ratio_single"] = out["jointdyn_per_iteration_ms"] / out["crocoddyl_per_iteration_ms"]
+        out["ratio_single_vs_half"] = 2 * out["ratio_single"]
 
     batch = jd.jit(jd.batched(solve_one, chunk_size=args.chunk, layout="batch_first"))
     t0 = time.perf_counter()
@@ -175,33 +181,47 @@ def main():
     sols = batch_c(jnp.asarray(targets))
     t = time_call(lambda: jax.block_until_ready(batch_c(jnp.asarray(targets))), 3, 60.0)
     out["jointdyn_batch_per_problem_ms"] = 1e3 * t["median"] / args.batch
-    out["crocoddyl_per_problem_ms"] = (
-        out["crocoddyl_per_iteration_ms"] * out["crocoddyl_iterations"]
-    )
-    out["ratio_batch"] = out["jointdyn_batch_per_problem_ms"] / out["crocoddyl_per_problem_ms"]
     out["batch_converged_cost_median"] = float(jnp.median(sols.cost))
+    if not args.no_crocoddyl:
+        out["crocoddyl_per_problem_ms"] = (
+            out["crocoddyl_per_iteration_ms"] * out["crocoddyl_iterations"]
+        )
+        out["ratio_batch"] = out["jointdyn_batch_per_problem_ms"] / out["crocoddyl_per_problem_ms"]
 
-    print(f"panda reaching, horizon {T}, dt {dt}, {its} FDDP iterations, float64")
-    print(
-        f"  cost after {its} iterations: jointdyn {out['jointdyn_cost']:.10g}, "
-        f"crocoddyl {out['crocoddyl_cost']:.10g}"
-    )
-    print(
-        f"  per iteration: jointdyn {out['jointdyn_per_iteration_ms']:.3f} ms, crocoddyl "
-        f"{out['crocoddyl_per_iteration_ms']:.3f} ms (1 thread); ratio {out['ratio_single']:.2f}, "
-        f"vs crocoddyl/2 {out['ratio_single_vs_half']:.2f}"
-    )
-    print(
-        f"  batch {args.batch}: jointdyn {out['jointdyn_batch_per_problem_ms']:.3f} ms per problem "
-        f"({its} iterations), crocoddyl sequential {out['crocoddyl_per_problem_ms']:.3f} ms; "
-        f"ratio {out['ratio_batch']:.2f}"
-    )
+    dev = jax.devices()[0]
+    out["device"] = f"{dev.platform}: {getattr(dev, 'device_kind', dev)}"
+    print(f"panda reaching, horizon {T}, dt {dt}, {its} FDDP iterations, float64, {out['device']}")
+    if args.no_crocoddyl:
+        print(
+            f"  per iteration: jointdyn {out['jointdyn_per_iteration_ms']:.3f} ms "
+            f"(cost {out['jointdyn_cost']:.10g})"
+        )
+        print(
+            f"  batch {args.batch}: jointdyn {out['jointdyn_batch_per_problem_ms']:.3f} ms "
+            f"per problem ({its} iterations)"
+        )
+    else:
+        print(
+            f"  cost after {its} iterations: jointdyn {out['jointdyn_cost']:.10g}, "
+            f"crocoddyl {out['crocoddyl_cost']:.10g}"
+        )
+        print(
+            f"  per iteration: jointdyn {out['jointdyn_per_iteration_ms']:.3f} ms, crocoddyl "
+            f"{out['crocoddyl_per_iteration_ms']:.3f} ms (1 thread); ratio "
+            f"{out['ratio_single']:.2f}, vs crocoddyl/2 {out['ratio_single_vs_half']:.2f}"
+        )
+        print(
+            f"  batch {args.batch}: jointdyn {out['jointdyn_batch_per_problem_ms']:.3f} ms per "
+            f"problem ({its} iterations), crocoddyl sequential "
+            f"{out['crocoddyl_per_problem_ms']:.3f} ms; ratio {out['ratio_batch']:.2f}"
+        )
     print(
         f"  compile: single {out['compile_single_s']:.1f} s, batch {out['compile_batch_s']:.1f} s"
     )
     if not args.no_write:
         stamp = datetime.now(UTC).strftime("%Y-%m-%d-%H%M")
-        path = Path(__file__).parent / "results" / f"optimal_control-{stamp}.json"
+        out_dir = Path(args.out_dir) if args.out_dir else Path(__file__).parent / "results"
+        path = out_dir / f"optimal_control-{stamp}.json"
         path.write_text(json.dumps(out, indent=1))
         print(f"  written {path}")
 
