@@ -10,6 +10,7 @@ from typing import Any
 import jax
 
 from ._packed import unpacked
+from ._precision import full_precision
 
 #: XLA options jointdyn compiles with on CPU (see `compiler_options`).
 CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
@@ -91,7 +92,7 @@ def jit_unless_traced(fn: Callable) -> Callable:
     A `PackedModel` argument is unpacked inside (`accepts_packed`).
     """
     jitted = None
-    inner = accepts_packed(fn)
+    inner = full_precision(accepts_packed(fn))
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):

@@ -36,6 +36,7 @@ from ._dtype import astype
 from ._kinematics import forward_kinematics
 from ._linalg import cross
 from ._model import Model
+from ._precision import full_precision
 from ._traversal import take
 
 
@@ -132,6 +133,7 @@ def _per_sphere(x: ArrayLike, n: int, name: str, positive: bool = False) -> Arra
     return a
 
 
+@full_precision
 def contact_point_forces(
     model: Model, contact: GroundContact, q: Float[Array, " nq"], v: Float[Array, " nv"]
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
@@ -164,6 +166,7 @@ def _point_forces(model, contact, q, v):
     return jnp.concatenate([f_t, f_n[:, None]], -1), p_P, X.p
 
 
+@full_precision
 def contact_forces(
     model: Model, contact: GroundContact, q: Float[Array, " nq"], v: Float[Array, " nv"]
 ) -> Float[Array, "nb 6"]:

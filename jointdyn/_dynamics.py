@@ -30,6 +30,7 @@ from ._kinematics import (
 )
 from ._linalg import add, cross, matmul, matvec, rmatvec, spd_inverse, sub
 from ._model import Model
+from ._precision import full_precision
 from ._spatial import force_cross, motion_cross
 from ._traversal import gather, map_joints, plan, sum_to_parents, take
 
@@ -201,6 +202,7 @@ def _aba(model: Model, q: Array, v: Array, tau: Array, f_ext: Array | None, keep
 _aba_rule = jax.custom_jvp(_aba)
 
 
+@full_precision
 def _aba_jvp(primals, tangents):
     """ABA's tangent from `RNEA(θ, q, v, ABA(θ, q, v, tau, f), f) = tau`:
 

@@ -24,6 +24,7 @@ from ._inertial_parameters import (
     inertial_parameters_from_log_cholesky,
     pseudo_inertia,
 )
+from ._precision import full_precision
 
 
 def _rows(Y: ArrayLike, name: str = "Y") -> Array:
@@ -57,7 +58,7 @@ class BaseParameters(NamedTuple):
 
     def from_full(self, pi: ArrayLike) -> Array:
         """`β = K π` (…, r): the base parameters of full parameters `π` (…, p)."""
-        return jnp.asarray(pi) @ jnp.asarray(self.combination).T
+        return jnp.matmul(jnp.asarray(pi), jnp.asarray(self.combination).T, precision="highest")
 
     def to_full(self, beta: ArrayLike) -> Array:
         """One `π` with `K π = β` (the dependent parameters zero): `Y π = Y_b β`."""
@@ -107,6 +108,7 @@ def is_physical(pi: Float[ArrayLike, "... 10"], tol: float = 1e-10) -> Array:
     return ev[..., 0] >= -tol * scale
 
 
+@full_precision
 def least_squares(
     Y: Float[ArrayLike, "... p"],
     tau: Float[ArrayLike, "..."],

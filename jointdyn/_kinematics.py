@@ -28,6 +28,7 @@ from ._compile import accepts_packed, jit_unless_traced
 from ._dtype import astype
 from ._linalg import add, cross, inverse3, matmul, matvec, mul, rmatvec, sub
 from ._model import Model
+from ._precision import full_precision
 from ._spatial import Transform, motion_cross, skew
 from ._traversal import (
     Plan,
@@ -118,6 +119,7 @@ _poses.__doc__ = (
 
 
 @_poses.defjvp
+@full_precision
 def _poses_jvp(p: Plan, primals, tangents):
     """Tangent of the poses without the level loop. A pose tangent is written in world form,
     `δR = G R`, `δp = G p + t` (`G` any 3×3: exact for every δR and every invertible R), and these
@@ -370,6 +372,7 @@ def _jacobians_at(p: Plan, t: JointTerms, points: Array, mask) -> Array:
 
 @functools.partial(jax.jit, static_argnames="frame")
 @accepts_packed
+@full_precision
 def jacobian(model: Model, q: Float[Array, " nq"], frame: str) -> Float[Array, "6 nv"]:
     """World-aligned Jacobian of a frame or body origin (by name): `[w_WF_W; v_WFo_W] = J v`.
 

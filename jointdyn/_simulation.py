@@ -37,6 +37,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._contact import GroundContact, contact_forces, contact_point_forces
 from ._dynamics import crba, forward_dynamics, joint_forces, rnea
 from ._model import Model
+from ._precision import full_precision
 from ._scan import checkpointed_scan
 from ._traversal import map_joints
 
@@ -116,6 +117,7 @@ def _step(model, q, v, tau, dt, integrator, contact, f_ext):
     return model.integrate(q, dt * v1), v1
 
 
+@full_precision
 def step(
     model: Model,
     q: Float[Array, " nq"],
@@ -140,6 +142,7 @@ def step(
     return model.normalize(q1), v1
 
 
+@full_precision
 def rollout(
     model: Model,
     q0: Float[Array, " nq"],
@@ -213,6 +216,7 @@ def vector_field(
     normalise the result (`model.normalize`) or prefer `step`/`rollout`, which integrate on it.
     """
 
+    @full_precision
     def f(t, y, args):
         q, v = y
         tau = args(t, q, v) if callable(args) else args

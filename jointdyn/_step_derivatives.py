@@ -52,6 +52,7 @@ from ._derivatives import aba_derivatives, rnea_derivatives
 from ._dtype import astype
 from ._dynamics import crba
 from ._model import Model
+from ._precision import full_precision
 from ._simulation import INTEGRATORS, _check, _passive
 
 
@@ -188,6 +189,7 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
     return model.integrate(q, dt * v1), v1, Dq1, Dv1
 
 
+@full_precision
 def step_derivatives(
     model: Model,
     q: Float[Array, " nq"],

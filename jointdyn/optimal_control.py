@@ -98,6 +98,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from ._batching import batched
 from ._model import Model
+from ._precision import full_precision
 from ._simulation import INTEGRATORS, step
 from ._step_derivatives import step_derivatives
 
@@ -560,6 +561,7 @@ def _initial_guess(problem: ShootingProblem, q, v, tau):
 
 
 @eqx.filter_jit
+@full_precision
 def solve(
     problem: ShootingProblem,
     q: Float[Array, "T+1 nq"] | None = None,
