@@ -11,7 +11,7 @@ derivatives and its `vmap`, carries `Precision.HIGHEST` (with the global default
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
+from trees import random_tree
 
 import jointdyn as jd
 from jointdyn import optimal_control as oc
@@ -33,17 +33,22 @@ def _dots(jaxpr) -> list:
     return found
 
 
-@pytest.fixture(scope="module")
-def setup():
-    model = jd.astype(jd.load_model("quadruped"), jnp.float32)
-    contact = jd.load_contact("quadruped", model)
-    rng = np.random.default_rng(0)
-    q = model.random_configuration(jax.random.PRNGKey(0))
+def _state(model, seed=0):
+    rng = np.random.default_rng(seed)
+    q = model.random_configuration(jax.random.PRNGKey(seed))
     v, u = (jnp.asarray(rng.normal(size=model.nv), jnp.float32) for _ in range(2))
-    return model, contact, q, v, u
+    return q, v, u
 
 
-def _cases(model, contact, q, v, u):
+def _cases():
+    """name: (function, arguments). A small random tree (a `Free` root and three other joint
+    classes: the products are the algorithms', not the joints'), float32; the bundled
+    quadruped where contact is involved."""
+    model = jd.astype(random_tree(0, nbodies=4), jnp.float32)
+    q, v, u = _state(model)
+    quad = jd.astype(jd.load_model("quadruped"), jnp.float32)
+    contact = jd.load_contact("quadruped", quad)
+    qc, vc, uc = _state(quad)
     frame = model.frame_names[-1]
     locked = jnp.zeros(model.nbodies, bool).at[1].set(True)
     loss = lambda f: lambda *a: jnp.sum(f(*a) ** 2)  # noqa: E731
@@ -70,8 +75,8 @@ def _cases(model, contact, q, v, u):
         "rnea_derivatives": (jd.rnea_derivatives, (model, q, v, u)),
         "regressor": (jd.regressor, (model, q, v, u)),
         "joint_regressor": (jd.joint_regressor, (model, q, v, u)),
-        "contact_forces": (lambda m, q, v: jd.contact_forces(m, contact, q, v), (model, q, v)),
-        "step": (lambda m, q, v, u: jd.step(m, q, v, u, 1e-3, contact=contact), (model, q, v, u)),
+        "contact_forces": (lambda m, q, v: jd.contact_forces(m, contact, q, v), (quad, qc, vc)),
+        "step": (lambda m, q, v, u: jd.step(m, q, v, u, 1e-3, contact=contact), (quad, qc, vc, uc)),
         "step_rk4": (
             lambda m, q, v, u: jd.step(m, q, v, u, 1e-3, integrator="rk4"),
             (model, q, v, u),
@@ -91,7 +96,7 @@ def _cases(model, contact, q, v, u):
         "jacfwd forward_dynamics": (jac(jd.forward_dynamics), (model, q, v, u)),
         "vector_field": (
             lambda m, q, v, u: jd.vector_field(m, contact)(0.0, (q, v), u),
-            (model, q, v, u),
+            (quad, qc, vc, uc),
         ),
         "solve": (
             lambda m, q, v: (
@@ -109,11 +114,10 @@ def _cases(model, contact, q, v, u):
     }
 
 
-def test_every_product_is_full_precision(setup):
-    model, contact, q, v, u = setup
+def test_every_product_is_full_precision():
     assert jax.config.jax_default_matmul_precision is None  # the library leaves it alone
     bad, counted = {}, 0
-    for name, (fn, args) in _cases(model, contact, q, v, u).items():
+    for name, (fn, args) in _cases().items():
         dots = _dots(jax.make_jaxpr(fn)(*args))
         counted += len(dots)
         wrong = [
