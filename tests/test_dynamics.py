@@ -30,11 +30,23 @@ def model(request):
 
 @pytest.fixture(scope="module")
 def jitted():
-    return dict(
-        aba=jax.jit(jd.aba),
-        rnea=jax.jit(jd.rnea),
-        crba=jax.jit(jd.crba),
-    )
+    """The algorithms, jitted: jointdyn's own functions run jitted when called on arrays, and
+    share their compiled programs with the direct calls below (a `jax.jit` of its own would
+    compile each program a second time)."""
+    return dict(aba=jd.aba, rnea=jd.rnea, crba=jd.crba)
+
+
+@jax.jit
+def pose_rates(model, q, v):
+    """World poses of every body and frame along the motion `q ⊕ s v` at `s = 0`, and their
+    rates (forward-mode autodiff): `(R_B, p_B, R_F, p_F), (dR_B, dp_B, dR_F, dp_F)`. One
+    program per model, for the kinematics, frame Jacobian and momentum tests."""
+
+    def poses(s):
+        kin = jd.forward_kinematics(model, model.integrate(q, s * v))
+        return kin.X_WB.R, kin.X_WB.p, kin.X_WF.R, kin.X_WF.p
+
+    return jax.jvp(poses, (0.0,), (1.0,))
 
 
 def test_rnea_inverts_aba(model, jitted):
@@ -108,14 +120,10 @@ def test_kinematics_derivatives(model):
     J = jd.body_jacobians(model, q)
     np.testing.assert_allclose(jnp.einsum("bxk,k->bx", J, v), kin.V_WB, rtol=0, atol=1e-10)
 
-    def pose(s):
-        X = jd.forward_kinematics(model, model.integrate(q, s * v)).X_WB
-        return X.R, X.p
-
-    (R, p), (dR, dp) = jax.jit(lambda s: jax.jvp(pose, (s,), (1.0,)))(0.0)
-    W = dR @ jnp.swapaxes(R, 1, 2)
-    w = jnp.stack([W[:, 2, 1], W[:, 0, 2], W[:, 1, 0]], -1)
-    np.testing.assert_allclose(jnp.concatenate([w, dp], -1), kin.V_WB, rtol=0, atol=1e-9)
+    (R, _, _, _), (dR, dp, _, _) = jax.tree.map(np.asarray, pose_rates(model, q, v))
+    W = dR @ np.swapaxes(R, 1, 2)
+    w = np.stack([W[:, 2, 1], W[:, 0, 2], W[:, 1, 0]], -1)
+    np.testing.assert_allclose(np.concatenate([w, dp], -1), kin.V_WB, rtol=0, atol=1e-9)
 
     def vel(s):
         return jd.forward_kinematics(
@@ -129,14 +137,11 @@ def test_frame_jacobian(model):
     q, v, _, _, _ = state(model, 10)
     J = jd.jacobian(model, q, "tool")
 
-    def frame(s):
-        X = jd.forward_kinematics(model, model.integrate(q, s * v)).X_WF
-        k = model.frame_index("tool")
-        return X.R[k], X.p[k]
-
-    (R, _), (dR, dp) = jax.jit(lambda s: jax.jvp(frame, (s,), (1.0,)))(0.0)
+    k = model.frame_index("tool")
+    (_, _, R, _), (_, _, dR, dp) = jax.tree.map(np.asarray, pose_rates(model, q, v))
+    R, dR, dp = R[k], dR[k], dp[k]
     W = dR @ R.T
-    V = jnp.array([W[2, 1], W[0, 2], W[1, 0], *dp])
+    V = np.array([W[2, 1], W[0, 2], W[1, 0], *dp])
     np.testing.assert_allclose(J @ v, V, rtol=0, atol=1e-9)
     # a body name is a frame too
     np.testing.assert_allclose(
@@ -154,21 +159,21 @@ def test_com_and_momentum(model):
     q, v, _, _, _ = state(model, 11)
     m = model.total_mass()
 
-    @jax.jit
     def reference(q, v):
-        def poses(s):
-            X = jd.forward_kinematics(model, model.integrate(q, s * v)).X_WB
-            c_i = X.apply(model.inertias.com)  # world centres of mass, (nbodies, 3)
-            c = jnp.sum(model.inertias.mass[:, None] * c_i, 0) / m
-            return X.R, c_i, c
-
-        (R, c_i, c), (dR, dc_i, dc) = jax.jvp(poses, (0.0,), (1.0,))
-        W = dR @ jnp.swapaxes(R, 1, 2)
-        w = jnp.stack([W[:, 2, 1], W[:, 0, 2], W[:, 1, 0]], -1)
-        I_W = R @ model.inertias.inertia @ jnp.swapaxes(R, 1, 2)
-        spin = jnp.einsum("bij,bj->i", I_W, w)
-        orbit = jnp.sum(model.inertias.mass[:, None] * jnp.cross(c_i - c, dc_i), 0)
-        return jnp.concatenate([spin + orbit, m * dc])
+        """From the poses' rates by autodiff (`pose_rates`); the rest in NumPy."""
+        poses, rates = jax.tree.map(np.asarray, pose_rates(model, q, v))
+        (R, p, _, _), (dR, dp, _, _) = poses, rates
+        mass, com = np.asarray(model.inertias.mass), np.asarray(model.inertias.com)
+        # world centres of mass c_i = X_WB_i com_i = R_i com_i + p_i, (nbodies, 3), and rates
+        c_i = np.einsum("bij,bj->bi", R, com) + p
+        dc_i = np.einsum("bij,bj->bi", dR, com) + dp
+        c, dc = (np.sum(mass[:, None] * x, 0) / float(m) for x in (c_i, dc_i))
+        W = dR @ np.swapaxes(R, 1, 2)
+        w = np.stack([W[:, 2, 1], W[:, 0, 2], W[:, 1, 0]], -1)
+        I_W = R @ np.asarray(model.inertias.inertia) @ np.swapaxes(R, 1, 2)
+        spin = np.einsum("bij,bj->i", I_W, w)
+        orbit = np.sum(mass[:, None] * np.cross(c_i - c, dc_i), 0)
+        return np.concatenate([spin + orbit, float(m) * dc])
 
     h = jd.centroidal_momentum(model, q, v)
     np.testing.assert_allclose(h, reference(q, v), rtol=1e-9, atol=1e-9)
