@@ -21,6 +21,15 @@ def states():
     return model, *random_states(model, N, seed=1)
 
 
+@pytest.fixture(scope="module")
+def aba_vmap_reference(states):
+    """`jit(vmap(aba))` on the `N` states, `(N, nv)`: compiled once, the reference of both
+    `test_equals_vmap_without_fallback[aba]` and `test_batched_around_the_chunk` (whose
+    batches are these states tiled, so their reference is this one's rows tiled)."""
+    model, q, v, u = states
+    return jax.jit(jax.vmap(jd.aba, (None, 0, 0, 0)))(model, q, v, u)
+
+
 def _assert_tree_close(got, ref, tol=1e-11):
     assert jax.tree.structure(got) == jax.tree.structure(ref)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref), strict=True):
@@ -44,7 +53,7 @@ ALGORITHMS = {
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
-def test_equals_vmap_without_fallback(states, name, monkeypatch):
+def test_equals_vmap_without_fallback(states, name, monkeypatch, request):
     """Same numbers as `vmap(out_axes=-1)`, and every primitive had a batch-last rule (the
     `vmap` fallback, correct but slow, was not needed)."""
     fn, nargs = ALGORITHMS[name]
@@ -57,7 +66,10 @@ def test_equals_vmap_without_fallback(states, name, monkeypatch):
 
     monkeypatch.setattr(bl, "_fallback", no_fallback)
     got = jax.jit(jd.batch_last(fn, axes))(model, *[x.T for x in xs])
-    ref = jax.jit(jax.vmap(fn, (None,) + (0,) * nargs, out_axes=-1))(model, *xs)
+    if name == "aba":  # the shared compiled `vmap(aba)`, batch moved last
+        ref = request.getfixturevalue("aba_vmap_reference").T
+    else:
+        ref = jax.jit(jax.vmap(fn, (None,) + (0,) * nargs, out_axes=-1))(model, *xs)
     _assert_tree_close(got, ref)
 
 
@@ -148,15 +160,16 @@ def test_grad_and_float32(states):
 
 
 @pytest.mark.parametrize("n", [1, 4, 9, 16])
-def test_batched_around_the_chunk(states, n):
-    """Batches below, at and above the chunk size (4), padded where not a multiple."""
+def test_batched_around_the_chunk(states, aba_vmap_reference, n):
+    """Batches below, at and above the chunk size (4), padded where not a multiple. The
+    batch is the `N` states tiled: `vmap(aba)`'s reference is its `N` rows tiled (one
+    compiled `vmap` for every `n`)."""
     model, q, v, u = states
     reps = -(-n // N)
-    q, v, u = (jnp.tile(x, (reps, 1))[:n] for x in (q, v, u))
+    q, v, u, ref = (jnp.tile(x, (reps, 1))[:n] for x in (q, v, u, aba_vmap_reference))
     got = jax.jit(jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=4, layout="batch_last"))(
         model, q, v, u
     )
-    ref = jax.jit(jax.vmap(jd.aba, (None, 0, 0, 0)))(model, q, v, u)
     np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-11)
 
 
