@@ -8,9 +8,9 @@ jointdyn and by Pinocchio, with the same random states in both libraries' coordi
   torques, accelerations) in jointdyn's and in Pinocchio's coordinates.
 
 The files are found under `$EXAMPLE_ROBOT_DATA_ROBOTS` when set (a copy of the package's
-`robots/` folder: what `gpu.py` reads on a machine without Pinocchio), else where Pinocchio's
-wheel installs them. The caller turns on float64 (`jax.config.update("jax_enable_x64", True)`) before loading: the
-states are float64.
+`robots/` folder: what `gpu.sh` uses on a machine without Pinocchio), else where Pinocchio's
+wheel installs them. The caller turns on float64 (`jax.config.update("jax_enable_x64", True)`)
+before loading: the states are float64.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 try:  # jointdyn's side alone (load_jointdyn) runs without Pinocchio: see ROBOTS_DIR
     import pinocchio as pin
     from _pinocchio import CoordinateMap
-except ImportError:  # pragma: no cover - machines without Pinocchio (gpu.py)
+except ImportError:  # pragma: no cover - machines without Pinocchio (gpu.sh)
     pin = None
     CoordinateMap = Any
 

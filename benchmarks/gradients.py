@@ -1,7 +1,7 @@
 """Gradients against forward passes, side by side in one run (the gradients issue's targets).
 
-For each robot, float64 (`--dtype`), batch `--batch` (4096), the batch split over `--cpu-devices` XLA CPU
-devices (2: one per core), every function compiled with `jd.jit`:
+For each robot, float64 (`--dtype`), batch `--batch` (4096), the batch split over
+`--cpu-devices` XLA CPU devices (2: one per core), every function compiled with `jd.jit`:
 
 - **forward** `jd.batched(alg)` and **gradient** `jax.grad` of `sum(batched(alg)(model, q, v,
   u)**2)` with respect to `(model, q, v, u)` (`u` = tau for ABA, vdot for RNEA), µs per

@@ -56,9 +56,10 @@ class BaseParameters(NamedTuple):
         """`Y[..., independent]`: the regressor of the base parameters."""
         return jnp.asarray(Y)[..., self.independent]
 
+    @full_precision
     def from_full(self, pi: ArrayLike) -> Array:
         """`β = K π` (…, r): the base parameters of full parameters `π` (…, p)."""
-        return jnp.matmul(jnp.asarray(pi), jnp.asarray(self.combination).T, precision="highest")
+        return jnp.asarray(pi) @ jnp.asarray(self.combination).T
 
     def to_full(self, beta: ArrayLike) -> Array:
         """One `π` with `K π = β` (the dependent parameters zero): `Y π = Y_b β`."""
