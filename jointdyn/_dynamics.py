@@ -28,7 +28,7 @@ from ._kinematics import (
     joint_terms,
     world_inertias,
 )
-from ._linalg import add, cross, matmul, matvec, rmatvec, spd_inverse, sub
+from ._linalg import add, cross, identity, matmul, matvec, rmatvec, spd_inverse, sub
 from ._model import Model
 from ._precision import full_precision
 from ._spatial import force_cross, motion_cross
@@ -311,10 +311,10 @@ def _articulated_inertias(
             S = take(S_L[s.cls], s.class_rows)
             U = matmul(IAs, S)
             D = matmul(jnp.swapaxes(S, 1, 2), U)
-            D = add(D, take(armature, s.dof_rows)[:, :, None] * jnp.eye(s.nv, dtype=D.dtype))
+            D = add(D, take(armature, s.dof_rows)[:, :, None] * identity(s.nv, dtype=D.dtype))
             if keep is not None:  # a locked joint may move no inertia (D = 0): invert 1
                 k = take(keep, s.rows)[:, None, None]
-                D = jnp.where(k > 0, D, jnp.eye(s.nv, dtype=D.dtype))
+                D = jnp.where(k > 0, D, identity(s.nv, dtype=D.dtype))
             Dinv = 1.0 / D if s.nv == 1 else spd_inverse(D)
             if keep is not None:
                 Dinv = k * Dinv

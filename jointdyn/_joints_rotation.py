@@ -15,6 +15,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._joint import AbstractJoint, JointParams, sample_box, unit_axis
 from ._joints_vector import _spatial_columns, angle_about
+from ._linalg import identity
 from ._spatial import (
     Transform,
     cs_axis_to_rotmat,
@@ -70,14 +71,14 @@ def so3_left_jacobian(w: Float[Array, "3"]) -> Float[Array, "3 3"]:
     """`J_l(w)`, with `exp([w + δ]×) = exp([J_l(w) δ]×) exp([w]×) + o(δ)`."""
     alpha, beta, _ = _so3_jacobian_coefficients(w)
     K = skew(w)
-    return jnp.eye(3, dtype=w.dtype) + alpha * K + beta * (K @ K)
+    return identity(3, dtype=w.dtype) + alpha * K + beta * (K @ K)
 
 
 def so3_left_jacobian_inverse(w: Float[Array, "3"]) -> Float[Array, "3 3"]:
     """`J_l(w)⁻¹`, with `log(exp([δ]×) exp([w]×)) = w + J_l(w)⁻¹ δ + o(δ)` (`|w| < 2π`)."""
     _, _, gamma = _so3_jacobian_coefficients(w)
     K = skew(w)
-    return jnp.eye(3, dtype=w.dtype) - 0.5 * K + gamma * (K @ K)
+    return identity(3, dtype=w.dtype) - 0.5 * K + gamma * (K @ K)
 
 
 def _rotation_integrate_derivatives(w: Float[Array, "3"]):
@@ -194,7 +195,7 @@ class SpaceXYZ(AbstractJoint):
 
     @staticmethod
     def _rotation(q):
-        eye = jnp.eye(3, dtype=q.dtype)
+        eye = identity(3, dtype=q.dtype)
         Rx = cs_axis_to_rotmat(eye[0], jnp.cos(q[0]), jnp.sin(q[0]))
         Ry = cs_axis_to_rotmat(eye[1], jnp.cos(q[1]), jnp.sin(q[1]))
         Rz = cs_axis_to_rotmat(eye[2], jnp.cos(q[2]), jnp.sin(q[2]))
@@ -212,7 +213,7 @@ class SpaceXYZ(AbstractJoint):
         return Transform(R, jnp.zeros(3, R.dtype))
 
     def H_FM(self, q):
-        return _spatial_columns(jnp.eye(3, dtype=q.dtype), None, 3, q.dtype)
+        return _spatial_columns(identity(3, dtype=q.dtype), None, 3, q.dtype)
 
     def qdot_from_v(self, q, v):
         cy, sy = jnp.cos(q[1]), jnp.sin(q[1])
@@ -299,7 +300,7 @@ class Ball(AbstractJoint):
         return Transform(R, jnp.zeros(3, R.dtype))
 
     def H_FM(self, q):
-        return _spatial_columns(jnp.eye(3, dtype=q.dtype), None, 3, q.dtype)
+        return _spatial_columns(identity(3, dtype=q.dtype), None, 3, q.dtype)
 
     def qdot_from_v(self, q, v):
         return _quat_rate(q, v)
@@ -358,7 +359,7 @@ class Free(AbstractJoint):
         return Transform(quat_to_rotmat(q[:4]), q[4:])
 
     def H_FM(self, q):
-        return jnp.eye(6, dtype=q.dtype)
+        return identity(6, dtype=q.dtype)
 
     def qdot_from_v(self, q, v):
         return jnp.concatenate([_quat_rate(q[:4], v[:3]), v[3:]])
@@ -380,13 +381,13 @@ class Free(AbstractJoint):
         """SO(3) × R³: `(diag(exp([w]×), 1), diag(J_l(w), 1))` (not SE(3)'s Jacobians)."""
         dt = jnp.result_type(q, v)
         Jq, Jv = _rotation_integrate_derivatives(v[:3].astype(dt))
-        return _block_diag(Jq, jnp.eye(3, dtype=dt)), _block_diag(Jv, jnp.eye(3, dtype=dt))
+        return _block_diag(Jq, identity(3, dtype=dt)), _block_diag(Jv, identity(3, dtype=dt))
 
     def difference_derivatives(self, q0, q1):
         """SO(3) × R³: `(diag(−J_l(d)⁻ᵀ, −1), diag(J_l(d)⁻¹, 1))`, `d` the rotation part."""
         dt = jnp.result_type(q0, q1)
         J0, J1 = _rotation_difference_derivatives(self.difference(q0, q1)[:3])
-        eye = jnp.eye(3, dtype=dt)
+        eye = identity(3, dtype=dt)
         return _block_diag(J0, -eye), _block_diag(J1, eye)
 
     def random_configuration(self, key, lower=None, upper=None):

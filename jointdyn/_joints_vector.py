@@ -14,6 +14,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from ._joint import AbstractJoint, JointParams, _is_concrete, sample_box, unit_axis
+from ._linalg import identity
 from ._spatial import Transform, axis_angle_to_rotmat, project_to_rotation
 
 _PERPENDICULAR_TOL = 1e-6
@@ -80,12 +81,12 @@ class AbstractVectorJoint(AbstractJoint):
 
     def integrate_derivatives(self, q, v):
         """`q ⊕ v = q + v`: `(1, 1)`."""
-        eye = jnp.eye(self.nv, dtype=jnp.result_type(q, v))
+        eye = identity(self.nv, dtype=jnp.result_type(q, v))
         return eye, eye
 
     def difference_derivatives(self, q0, q1):
         """`q1 ⊖ q0 = q1 − q0`: `(−1, 1)`."""
-        eye = jnp.eye(self.nv, dtype=jnp.result_type(q0, q1))
+        eye = identity(self.nv, dtype=jnp.result_type(q0, q1))
         return -eye, eye
 
     def normalize(self, q):
@@ -173,7 +174,7 @@ class Prismatic(AbstractVectorJoint):
 
     def X_FM(self, q):
         dt = _dtype(q, self.axis)
-        return Transform(jnp.eye(3, dtype=dt), self.axis * q[0])
+        return Transform(identity(3, dtype=dt), self.axis * q[0])
 
     def H_FM(self, q):
         dt = _dtype(q, self.axis)
@@ -395,7 +396,7 @@ class Planar(AbstractVectorJoint):
 
     def _axes(self, dtype):
         i, j, k = _PLANES[self.plane]
-        eye = jnp.eye(3, dtype=dtype)
+        eye = identity(3, dtype=dtype)
         return eye[i], eye[j], eye[k]
 
     def X_FM(self, q):
@@ -430,10 +431,10 @@ class Translational(AbstractVectorJoint):
         self.params = JointParams.create(3, 3, jnp.zeros(3), **params)
 
     def X_FM(self, q):
-        return Transform(jnp.eye(3, dtype=q.dtype), q)
+        return Transform(identity(3, dtype=q.dtype), q)
 
     def H_FM(self, q):
-        return _spatial_columns(None, jnp.eye(3, dtype=q.dtype), 3, q.dtype)
+        return _spatial_columns(None, identity(3, dtype=q.dtype), 3, q.dtype)
 
     def q_from_X_FM(self, X_FM):
         return X_FM.p

@@ -26,7 +26,7 @@ from jaxtyping import Array, Float
 from ._autodiff import rules_enabled
 from ._compile import accepts_packed, jit_unless_traced
 from ._dtype import astype
-from ._linalg import add, cross, inverse3, matmul, matvec, mul, rmatvec, sub
+from ._linalg import add, cross, identity, inverse3, matmul, matvec, mul, rmatvec, sub
 from ._model import Model
 from ._precision import full_precision
 from ._spatial import Transform, motion_cross, skew
@@ -140,7 +140,7 @@ def _poses_jvp(p: Plan, primals, tangents):
     dtype = X_WB.p.dtype
     nb = len(p.parents)
     # parents' poses, the identity for bodies on the world
-    eye = Transform(jnp.eye(3, dtype=dtype)[None], jnp.zeros((1, 3), dtype))
+    eye = Transform(identity(3, dtype=dtype)[None], jnp.zeros((1, 3), dtype))
     if len(p.levels) == 1:  # every body on the world (see below)
         X_Wλ = take(eye, np.zeros(nb, int))
     else:
@@ -254,7 +254,7 @@ class WorldInertia(eqx.Module):
     def as_matrix(self) -> Array:
         """`[[I_O, [h]×], [[h]×ᵀ, m 1]]` (…, 6, 6)."""
         Hx = skew(self.h)
-        eye = jnp.eye(3, dtype=self.h.dtype)
+        eye = identity(3, dtype=self.h.dtype)
         top = jnp.concatenate([self.I_O, Hx], -1)
         bottom = jnp.concatenate([jnp.swapaxes(Hx, -1, -2), self.m[..., None, None] * eye], -1)
         return jnp.concatenate([top, bottom], -2)
@@ -280,7 +280,7 @@ def world_inertias(model: Model, X_WB: Transform) -> WorldInertia:
     c = X_WB.apply(I.com)
     I_B = 0.5 * (I.inertia + jnp.swapaxes(I.inertia, -1, -2))
     I_C = matmul(matmul(X_WB.R, I_B), jnp.swapaxes(X_WB.R, -1, -2))
-    eye = jnp.eye(3, dtype=c.dtype)
+    eye = identity(3, dtype=c.dtype)
     cc = sub(
         mul(jnp.sum(mul(c, c), -1)[..., None, None], eye), mul(c[..., :, None], c[..., None, :])
     )

@@ -39,6 +39,12 @@ sub = _lax_or(lax.sub, operator.sub)
 mul = _lax_or(lax.mul, operator.mul)
 
 
+def identity(n: int, dtype) -> Array:
+    """`jnp.eye(n, dtype=dtype)` as a constant: no traced equations (`jnp.eye` traces five:
+    two iotas, a comparison, a conversion; models take dozens of identities)."""
+    return jnp.asarray(np.eye(n, dtype=jnp.dtype(dtype)))
+
+
 def _sum(terms):
     return functools.reduce(add, terms)
 

@@ -368,16 +368,29 @@ def stacked_group(model: Model, g: JointGroup):
 
 
 def map_groups(model: Model, fn: Callable, *, per_body=None, q=None, q2=None, v=None) -> list:
-    """`[vmap(fn)(stacked joints of g, [per_body_g], [q_g], [q2_g], [v_g]) for g in groups]`."""
+    """`[vmap(fn)(stacked joints of g, [per_body_g], [q_g], [q2_g], [v_g]) for g in groups]`.
+
+    Joint leaves are stacked only where a group has several joints and `fn` takes arguments
+    besides the joint: a stack is one equation per leaf (dozens per joint: limits, damping,
+    axes, ...) and its transpose as many again, most of them for leaves `fn` never reads.
+    A single joint is passed unbatched (`in_axes=None`); a function of the joint alone is
+    evaluated joint by joint and only its outputs stacked."""
     outs = []
     for g in plan(model).groups:
-        args = [stacked_group(model, g)]
+        args = []
         if per_body is not None:
             args.append(take(per_body, g.bodies))
         args += [gather(x, g.q_idx) for x in (q, q2) if x is not None]
         if v is not None:
             args.append(gather(v, g.v_idx))
-        outs.append(jax.vmap(fn)(*args))
+        if not args:  # a function of the joint alone: stack its outputs, not the joints
+            joints = [model.joints[int(i)] for i in g.bodies]
+            outs.append(jax.tree.map(lambda *xs: jnp.stack(xs), *map(fn, joints)))
+        elif len(g.bodies) == 1:  # one joint, unbatched under the map over the arguments
+            joint = model.joints[int(g.bodies[0])]
+            outs.append(jax.vmap(fn, in_axes=(None,) + (0,) * len(args))(joint, *args))
+        else:
+            outs.append(jax.vmap(fn)(stacked_group(model, g), *args))
     return outs
 
 
