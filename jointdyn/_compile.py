@@ -9,6 +9,7 @@ from typing import Any
 
 import jax
 
+from ._autodiff import rules_enabled
 from ._packed import unpacked
 from ._precision import full_precision
 
@@ -56,17 +57,43 @@ def _is_tracer(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
+def _staged(x) -> bool:
+    """Whether tracer `x` is, at bottom, a value of a program being staged (`jit`, `scan`,
+    `make_jaxpr`, …) rather than a concrete array that an un-jitted `vmap`, `grad` or `jvp`
+    is transforming op by op. Follows `BatchTracer.val` and `JVPTracer.primal` (or
+    `LinearizeTracer.primal`) down to what they wrap; a tracer with neither counts as staged."""
+    while isinstance(x, jax.core.Tracer):
+        x = getattr(x, "val", None) if hasattr(x, "val") else getattr(x, "primal", None)
+    return not isinstance(x, jax.Array)
+
+
 def _under_trace(args, kwargs) -> bool:
-    """Whether a transformation (`jit`, `vmap`, `grad`, …) is tracing this call: some argument
-    is a tracer. The array arguments are looked at first (one `isinstance` each: the common
-    traced call has a traced state); only when none is a tracer are the leaves of the pytree
-    arguments (the model) searched (~14 µs for a 32-leaf model; one leaf for a `PackedModel`).
-    A function that closes over tracers but takes none as an argument is seen as untraced and
-    called jitted, which is correct, only traced twice."""
+    """Whether a transformation that stages a program (`jit`, `scan`, a `grad` or `vmap`
+    inside them, …) is tracing this call: some argument is a tracer of a staged value. The
+    array arguments are looked at first (one `isinstance` each: the common traced call has a
+    traced state); only when none is a tracer are the leaves of the pytree arguments (the
+    model) searched (~14 µs for a 32-leaf model; one leaf for a `PackedModel`). A function that
+    closes over tracers but takes none as an argument is seen as untraced and called jitted,
+    which is correct, only traced twice.
+
+    An un-jitted `jax.vmap`, `jax.grad`, `jax.jvp` or `jax.jacfwd` (every tracer wraps a
+    concrete array) is not a staging trace: inlined there, the algorithm would run op by op,
+    each of its hundreds of operations dispatched, and compiled at its first use, on its own.
+    Such calls take the jitted function instead, which the transformation then maps or
+    differentiates as one program."""
+    return any(_staged(x) for x in _tracers(args, kwargs))
+
+
+def _tracers(args, kwargs) -> list:
     values = (*args, *kwargs.values())
-    if any(_is_tracer(x) for x in values):
-        return True
-    return any(_is_tracer(x) for x in jax.tree.leaves(values))
+    tracers = [x for x in values if _is_tracer(x)]
+    if not tracers:
+        tracers = [x for x in jax.tree.leaves(values) if _is_tracer(x)]
+    return tracers
+
+
+def _has_tracer(args, kwargs) -> bool:
+    return bool(_tracers(args, kwargs))
 
 
 def accepts_packed(fn: Callable) -> Callable:
@@ -81,26 +108,35 @@ def accepts_packed(fn: Callable) -> Callable:
 
 
 def jit_unless_traced(fn: Callable) -> Callable:
-    """`jit(fn)` (with `compiler_options()`) for calls outside any transformation; `fn` itself,
-    inlined, when called under one (`jit`, `vmap`, `grad`, …).
+    """`jit(fn)` (with `compiler_options()`) for calls outside any staged program; `fn`
+    itself, inlined, when called while one is traced (`jit`, `scan`, and `vmap`, `grad`, …
+    inside them; see `_under_trace`).
 
-    A jitted function used under `vmap`, `grad` or `jvp` is traced to a jaxpr and then traced
-    again by the transformation's rule for the nested call: twice the trace time of
+    A jitted function used under `vmap`, `grad` or `jvp` inside `jit` is traced to a jaxpr and
+    then traced again by the transformation's rule for the nested call: twice the trace time of
     `jit(vmap(aba))`. Inlining traces it once; and XLA compiler options are only allowed on
-    the outermost `jit`. Direct calls keep jit's cache and dispatch. The jitted function is
-    made at the first direct call, not at import, so importing jointdyn starts no backend.
-    A `PackedModel` argument is unpacked inside (`accepts_packed`).
+    the outermost `jit`. Direct calls, and calls under an un-jitted `vmap`/`grad`/`jvp`, keep
+    jit's cache and dispatch (the latter compile the mapped or differentiated program once
+    instead of running hundreds of operations one by one). The jitted function is made at the
+    first such call, not at import, so importing jointdyn starts no backend, and once per
+    state of `differentiation_rules` (read while tracing); under an un-jitted transformation
+    it is a plain `jax.jit` (the transformation may stage it inside a program of its own, as
+    `grad` does, where a nested jit takes no compiler options). A `PackedModel` argument is
+    unpacked inside (`accepts_packed`).
     """
-    jitted = None
+    jitted = {}  # per state of `differentiation_rules` (read when tracing), and per kind
     inner = full_precision(accepts_packed(fn))
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        nonlocal jitted
         if _under_trace(args, kwargs):
             return inner(*args, **kwargs)
-        if jitted is None:
-            jitted = jit(inner)
-        return jitted(*args, **kwargs)
+        # an un-jitted transformation may stage the call into a program of its own (`grad`
+        # linearizes): there the jit is nested, and a nested jit takes no compiler options
+        key = (rules_enabled(), _has_tracer(args, kwargs))
+        if key not in jitted:  # a closure of its own: jit caches traces by function
+            fresh = functools.wraps(fn)(lambda *a, **k: inner(*a, **k))
+            jitted[key] = jax.jit(fresh) if key[1] else jit(fresh)
+        return jitted[key](*args, **kwargs)
 
     return wrapper
