@@ -2,6 +2,7 @@
 unknown options fall back to XLA's defaults, and importing jointdyn starts no backend."""
 
 import inspect
+import logging
 import os
 import subprocess
 import sys
@@ -77,8 +78,9 @@ def test_unknown_option_falls_back(monkeypatch):
 
 
 def test_direct_call_uses_options(batch, monkeypatch):
-    """A direct call compiles once through `jd.jit` (so with the options); under a
-    transformation the function is inlined and `jd.jit` is not used."""
+    """A direct call compiles once through `jd.jit` (so with the options); under an
+    un-jitted `vmap` a plain `jax.jit` is used (a transformation may nest it, and a nested
+    jit takes no options)."""
     model, q, v, tau = batch
     made = []
 
@@ -96,6 +98,43 @@ def test_direct_call_uses_options(batch, monkeypatch):
     assert len(made) == 1 and inspect.unwrap(made[0]) is jd.aba.__wrapped__
     expected = jax.jit(jd.aba)(model, q[0], v[0], tau[0])
     np.testing.assert_allclose(got, expected, rtol=1e-11, atol=1e-11)
+
+
+def test_untransformed_vmap_and_grad_compile_one_program(batch, caplog):
+    """Under an un-jitted `jax.vmap`, `jax.grad` or `jax.jacfwd` an algorithm is called jitted
+    and compiles as one program, not run op by op (each of its hundreds of operations compiled
+    on its own the first time: hundreds of compiles, none of them `jit(rnea)`); the results
+    equal the jitted transformation's, and the rules switch is honoured on that path."""
+    model, q, v, tau = batch
+
+    def f(q, v, tau):
+        return jd.rnea(model, q, v, tau)
+
+    def energy(q):
+        return jd.kinetic_energy(model, q, v[0])
+
+    def acc(tau):
+        return jd.aba(model, q[0], v[0], tau)
+
+    with caplog.at_level(logging.WARNING), jax.log_compiles():
+        out = jax.vmap(f)(q, v, tau)
+        g = jax.grad(energy)(q[0])
+        J = jax.jacfwd(acc)(tau[0])
+    compiles = [
+        r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()
+    ]
+    for name in ("rnea", "kinetic_energy", "aba"):  # each algorithm one program
+        assert any(f"jit({name})" in m for m in compiles), compiles
+    assert len(compiles) <= 40, compiles  # the rest: the test's own indexing, jacfwd's basis
+    np.testing.assert_allclose(out, jax.jit(jax.vmap(f))(q, v, tau), rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(g, jax.jit(jax.grad(energy))(q[0]), rtol=1e-11, atol=1e-11)
+    M = jd.crba(model, q[0])
+    np.testing.assert_allclose(J @ M, np.eye(model.nv), rtol=0, atol=1e-9)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), jax.log_compiles(), jd.differentiation_rules(False):
+        J_off = jax.jacfwd(acc)(tau[0])  # traced anew with the rules off: a program of its own
+    assert any("Finished XLA compilation" in r.getMessage() for r in caplog.records)
+    np.testing.assert_allclose(J_off, J, rtol=1e-9, atol=1e-9)
 
 
 def test_import_starts_no_backend():
