@@ -16,32 +16,21 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax.numpy as jnp
-import numpy as np
-from jax import lax
 from jaxtyping import Array, ArrayLike, Float
 
-from ._linalg import add, cross, identity, matmul, matvec, mul, rmatvec, sub
+from ._linalg import add, cross, matmul, matvec, mul, parts, rmatvec, sub
 
 # --------------------------------------------------------------------------------------------
 # small vector helpers
 
 
 def skew(w: Float[Array, "... 3"]) -> Float[Array, "... 3 3"]:
-    """`[w]×`, the matrix with `[w]× u = w × u`: `[w]×_ij = −ε_ijk w_k`.
-
-    Written as one broadcast product with the constant `−ε` and a sum over `k` (three
-    equations: a model's joints and inertias take hundreds of these, and every equation is
-    traced, differentiated and compiled), rather than nine entries stacked (~25 equations).
-    """
-    w = _as_float(w)
-    eps = np.asarray(_MINUS_LEVI_CIVITA, w.dtype).reshape((1,) * (w.ndim - 1) + (3, 3, 3))
-    return jnp.sum(mul(lax.expand_dims(w, (w.ndim - 1, w.ndim)), eps), -1)
-
-
-#: `−ε_ijk`, so that `[w]× = Σ_k w_k (−ε_··k)`.
-_MINUS_LEVI_CIVITA = np.zeros((3, 3, 3))
-for _i, _j, _k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
-    _MINUS_LEVI_CIVITA[_i, _j, _k], _MINUS_LEVI_CIVITA[_j, _i, _k] = -1.0, 1.0
+    """`[w]×`, the matrix with `[w]× u = w × u`."""
+    x, y, z = w[..., 0], w[..., 1], w[..., 2]
+    o = jnp.zeros_like(x)
+    return jnp.stack(
+        [jnp.stack([o, -z, y], -1), jnp.stack([z, o, -x], -1), jnp.stack([-y, x, o], -1)], -2
+    )
 
 
 def vee(S: Float[Array, "... 3 3"]) -> Float[Array, "... 3"]:
@@ -78,7 +67,7 @@ def so3_exp(w: Float[Array, "... 3"]) -> Float[Array, "... 3 3"]:
     a = jnp.where(small, 1.0 - t2 / 6.0, jnp.sin(t) / t)
     b = jnp.where(small, 0.5 - t2 / 24.0, (1.0 - jnp.cos(t)) / t2s)
     K = skew(w)
-    eye = identity(3, dtype=w.dtype)
+    eye = jnp.eye(3, dtype=w.dtype)
     return eye + a[..., None, None] * K + b[..., None, None] * matmul(K, K)
 
 
@@ -90,14 +79,9 @@ def axis_angle_to_rotmat(axis: Float[Array, "... 3"], angle: Float[Array, "..."]
 
 def cs_axis_to_rotmat(axis: Array, c: Array, s: Array) -> Array:
     """Rotation about unit `axis` given `c = cos θ`, `s = sin θ` (each broadcastable to (...,1,1))."""
+    eye = jnp.eye(3, dtype=axis.dtype)
     aaT = mul(axis[..., :, None], axis[..., None, :])
-    return add(add(mul(c, _eye3(axis)), mul(s, skew(axis))), mul(sub(1.0, c), aaT))
-
-
-def _eye3(x: Array) -> np.ndarray:
-    """The 3×3 identity as a NumPy constant of `x`'s dtype, with `x`'s rank (one operand, no
-    equations: `jnp.eye` traces five)."""
-    return np.eye(3, dtype=x.dtype).reshape((1,) * (x.ndim - 1) + (3, 3))
+    return add(add(mul(c, eye), mul(s, skew(axis))), mul(sub(1.0, c), aaT))
 
 
 def so3_log(R: Float[Array, "... 3 3"]) -> Float[Array, "... 3"]:
@@ -118,7 +102,7 @@ def project_to_rotation(A: Float[Array, "... 3 3"], iterations: int = 12) -> Arr
 
 def rpy_to_rotmat(rpy: Float[Array, "... 3"]) -> Float[Array, "... 3 3"]:
     """URDF roll-pitch-yaw: `R = Rz(yaw) Ry(pitch) Rx(roll)`."""
-    ex, ey, ez = (identity(3, dtype=rpy.dtype)[i] for i in range(3))
+    ex, ey, ez = (jnp.eye(3, dtype=rpy.dtype)[i] for i in range(3))
     Rx = axis_angle_to_rotmat(ex, rpy[..., 0])
     Ry = axis_angle_to_rotmat(ey, rpy[..., 1])
     Rz = axis_angle_to_rotmat(ez, rpy[..., 2])
@@ -143,16 +127,25 @@ def quat_conjugate(q: Float[Array, "... 4"]) -> Float[Array, "... 4"]:
 
 
 def quat_to_rotmat(q: Float[Array, "... 4"]) -> Float[Array, "... 3 3"]:
-    """Rotation matrix of a unit quaternion `q = [w, u]` (`u = [x, y, z]`):
-
-        R = (1 − 2|u|²) I + 2 u uᵀ + 2 w [u]×
-
-    entry for entry the usual `r00 = 1 − 2(y² + z²)`, `r01 = 2(xy − wz)`, … (Eigen's), for any
-    `q`, written as a few broadcast products rather than nine stacked entries."""
-    w, u = q[..., :1], q[..., 1:]
-    uuT = mul(u[..., :, None], u[..., None, :])
-    d = sub(1.0, mul(2.0, jnp.sum(mul(u, u), -1, keepdims=True)))[..., None]
-    return add(add(mul(d, _eye3(u)), mul(2.0, uuT)), mul(mul(2.0, w[..., None]), skew(u)))
+    """Rotation matrix of a unit quaternion `[w, x, y, z]`."""
+    w, x, y, z = parts(q, -1, False)
+    r00 = sub(1.0, mul(2.0, add(mul(y, y), mul(z, z))))
+    r01 = mul(2.0, sub(mul(x, y), mul(w, z)))
+    r02 = mul(2.0, add(mul(x, z), mul(w, y)))
+    r10 = mul(2.0, add(mul(x, y), mul(w, z)))
+    r11 = sub(1.0, mul(2.0, add(mul(x, x), mul(z, z))))
+    r12 = mul(2.0, sub(mul(y, z), mul(w, x)))
+    r20 = mul(2.0, sub(mul(x, z), mul(w, y)))
+    r21 = mul(2.0, add(mul(y, z), mul(w, x)))
+    r22 = sub(1.0, mul(2.0, add(mul(x, x), mul(y, y))))
+    return jnp.stack(
+        [
+            jnp.stack([r00, r01, r02], -1),
+            jnp.stack([r10, r11, r12], -1),
+            jnp.stack([r20, r21, r22], -1),
+        ],
+        -2,
+    )
 
 
 def rotmat_to_quat(R: Float[Array, "... 3 3"]) -> Float[Array, "... 4"]:
@@ -261,7 +254,7 @@ class Transform(eqx.Module):
     @staticmethod
     def identity(dtype=None) -> Transform:
         dtype = dtype or jnp.result_type(float)
-        return Transform(identity(3, dtype=dtype), jnp.zeros(3, dtype=dtype))
+        return Transform(jnp.eye(3, dtype=dtype), jnp.zeros(3, dtype=dtype))
 
     @staticmethod
     def from_quaternion(quat: ArrayLike, p: ArrayLike | None = None) -> Transform:
@@ -439,7 +432,7 @@ class SpatialInertia(eqx.Module):
     def as_matrix(self) -> Float[Array, "... 6 6"]:
         m = self.mass[..., None, None]
         C = skew(self.com)
-        eye = identity(3, dtype=self.com.dtype)
+        eye = jnp.eye(3, dtype=self.com.dtype)
         top = jnp.concatenate([self.inertia - m * (C @ C), m * C], -1)
         bottom = jnp.concatenate([-m * C, m * eye], -1)
         return jnp.concatenate([top, bottom], -2)
@@ -477,6 +470,6 @@ class SpatialInertia(eqx.Module):
 
     def _shifted(self, c: Array) -> Array:
         d = self.com - c
-        eye = identity(3, dtype=d.dtype)
+        eye = jnp.eye(3, dtype=d.dtype)
         dd = jnp.sum(d * d, -1)[..., None, None] * eye - d[..., :, None] * d[..., None, :]
         return self.inertia + self.mass[..., None, None] * dd
