@@ -45,10 +45,11 @@ def is_zero(t) -> bool:
     return isinstance(t, SymbolicZero)
 
 
-def partial_jvp(fn: Callable, primals: tuple, tangents: tuple):
+def partial_jvp(fn: Callable, primals: tuple, tangents: tuple, primal_out: bool = False):
     """`jax.jvp(fn, primals, tangents)[1]` along the leaves whose tangent is not a
     `SymbolicZero` (the others are held fixed: no tangent work is traced for them).
-    Returns None when every tangent is a symbolic zero."""
+    Returns None when every tangent is a symbolic zero. With `primal_out`, returns
+    `(fn(*primals), tangent or None)`."""
     leaves, tree = jax.tree.flatten(primals)
     tleaves = jax.tree.leaves(tangents, is_leaf=lambda x: x is None or is_zero(x))
     tleaves = [t for t in tleaves if t is not None]
@@ -56,7 +57,7 @@ def partial_jvp(fn: Callable, primals: tuple, tangents: tuple):
         raise AssertionError("tangents do not match primals")
     live = [i for i, t in enumerate(tleaves) if not is_zero(t)]
     if not live:
-        return None
+        return (fn(*primals), None) if primal_out else None
 
     def along(*xs):
         full = list(leaves)
@@ -64,7 +65,8 @@ def partial_jvp(fn: Callable, primals: tuple, tangents: tuple):
             full[i] = x
         return fn(*jax.tree.unflatten(tree, full))
 
-    return jax.jvp(along, tuple(leaves[i] for i in live), tuple(tleaves[i] for i in live))[1]
+    out, tangent = jax.jvp(along, tuple(leaves[i] for i in live), tuple(tleaves[i] for i in live))
+    return (out, tangent) if primal_out else tangent
 
 
 def instantiate(t, like):
