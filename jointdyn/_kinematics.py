@@ -177,12 +177,14 @@ def _local_terms(j, qj, vj=None):
     """One joint: `X_FM`, `H_FM` and (with v) `V_FM` and the spatial velocity-product term
     `Ḣ v − [0; w × v_Mo]` (classical to spatial relative acceleration), all in F at Mo."""
     X = j.X_FM(qj)
-    H = j.H_FM(qj)
     if vj is None:
-        return X, H
+        return X, j.H_FM(qj)
+    # `H` and `Ḣ = ∂H/∂q · q̇` from one `jvp` (`AbstractJoint.Hdot_FM`'s formula): calling
+    # `H_FM` and `Hdot_FM` traced `H_FM` twice (every derivative program carried both)
+    H, Hdot = jax.jvp(j.H_FM, (qj,), (j.qdot_from_v(qj, vj),))
     V = matvec(H, vj)
     zero = jnp.zeros(3, V.dtype)
-    c = sub(matvec(j.Hdot_FM(qj, vj), vj), jnp.concatenate([zero, cross(V[:3], V[3:])]))
+    c = sub(matvec(Hdot, vj), jnp.concatenate([zero, cross(V[:3], V[3:])]))
     return X, H, V, c
 
 
