@@ -26,6 +26,7 @@ from jaxtyping import Array, Float
 from ._autodiff import rules_enabled
 from ._compile import accepts_packed, jit_unless_traced
 from ._dtype import astype
+from ._joint import AbstractJoint
 from ._linalg import add, cross, identity, inverse3, matmul, matvec, mul, rmatvec, sub
 from ._model import Model
 from ._precision import full_precision
@@ -179,9 +180,12 @@ def _local_terms(j, qj, vj=None):
     X = j.X_FM(qj)
     if vj is None:
         return X, j.H_FM(qj)
-    # `H` and `Ḣ = ∂H/∂q · q̇` from one `jvp` (`AbstractJoint.Hdot_FM`'s formula): calling
-    # `H_FM` and `Hdot_FM` traced `H_FM` twice (every derivative program carried both)
-    H, Hdot = jax.jvp(j.H_FM, (qj,), (j.qdot_from_v(qj, vj),))
+    if type(j).Hdot_FM is AbstractJoint.Hdot_FM:
+        # `H` and `Ḣ = ∂H/∂q · q̇` from one `jvp` (`AbstractJoint.Hdot_FM`'s formula):
+        # `H_FM` and `Hdot_FM` called apart traced `H_FM` twice (in every derivative program)
+        H, Hdot = jax.jvp(j.H_FM, (qj,), (j.qdot_from_v(qj, vj),))
+    else:  # a joint class with its own `Hdot_FM`
+        H, Hdot = j.H_FM(qj), j.Hdot_FM(qj, vj)
     V = matvec(H, vj)
     zero = jnp.zeros(3, V.dtype)
     c = sub(matvec(Hdot, vj), jnp.concatenate([zero, cross(V[:3], V[3:])]))
