@@ -18,6 +18,7 @@ The result is ordinary JAX code: it composes with `jit`, `grad`, `jvp` and `vmap
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import jax
@@ -360,8 +361,15 @@ def _dot_general(eqn, ins, B: int):
     return lax.transpose(out, [i for i in range(out_rank + 1) if i != pos] + [pos])
 
 
-#: Contractions up to this length are unrolled into a sum of products of slices.
+#: Contractions up to this length are unrolled into a sum of products of slices...
 _UNROLL_CONTRACTION = 16
+#: ...unless the product has at least this many entries per sample (the regressor's
+#: `Sᵀ W`, nv × 10·nbodies), where one GEMM per sample, writing its result once and
+#: contiguously in the batch-first layout `batched` returns large results in, is faster:
+#: talos regressor (38 × 330), batch 4096, 2 devices, 106 → 74 µs per sample. Smaller
+#: products stay unrolled: the derivatives' `(38, 12) @ (12, 76)` (2 888 entries, consumed
+#: batch-last) ran 3–17 % slower as a GEMM (benchmarks/NOTES.md).
+_DOT_OUTPUT = 4096
 
 
 def _batched_contraction(lhs, rhs, dimension_numbers):
@@ -369,8 +377,8 @@ def _batched_contraction(lhs, rhs, dimension_numbers):
 
     The operands are brought to `(batch…, free…, K, B)` and `(batch…, K, free…, B)` with the
     contraction flattened to one axis `K`; then either `K` products of slices are added
-    (elementwise over samples, fused into one vectorised loop) or, for long contractions,
-    XLA's batched `dot` (a GEMM per sample) with the samples as its leading batch dimension and
+    (elementwise over samples, fused into one vectorised loop) or, for long contractions and
+    large products, XLA's batched `dot` (a GEMM per sample) with the samples as its leading batch dimension and
     the result transposed back: the products of `aba_derivatives` (`K = nv`) ran 2× slower as
     a broadcast product reduced over `K`."""
     (lc, rc), (lbd, rbd) = dimension_numbers
@@ -391,7 +399,7 @@ def _batched_contraction(lhs, rhs, dimension_numbers):
     # where each operand's axes land in the output
     l_dims = (*range(nb + len(lfs)), n_out - 1)
     r_dims = (*range(nb), *range(nb + len(lfs), n_out - 1), n_out - 1)
-    if K <= _UNROLL_CONTRACTION:
+    if K <= _UNROLL_CONTRACTION and math.prod(out_shape[:-1]) < _DOT_OUTPUT:
         total = None
         for k in range(K):
             a = lax.index_in_dim(lhs, k, nb + len(lfs), keepdims=False)
