@@ -14,16 +14,23 @@ from ._packed import unpacked
 from ._precision import full_precision
 
 #: XLA options jointdyn compiles with on CPU (see `compiler_options`).
-CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+CPU_COMPILER_OPTIONS = {
+    "xla_cpu_use_fusion_emitters": False,
+    "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",
+}
+
+
+def _accepted(name: str, value: Any) -> bool:
+    try:  # an XLA without the option rejects it at compile time
+        jax.jit(lambda x: x, compiler_options={name: value}).lower(0.0).compile()
+    except Exception:  # noqa: BLE001 - any refusal means: compile with XLA's default for it
+        return False
+    return True
 
 
 @functools.cache
 def _supported_options() -> tuple[tuple[str, Any], ...]:
-    try:  # an XLA without the option rejects it at compile time
-        jax.jit(lambda x: x, compiler_options=CPU_COMPILER_OPTIONS).lower(0.0).compile()
-    except Exception:  # noqa: BLE001 - any refusal means: compile with XLA's defaults
-        return ()
-    return tuple(CPU_COMPILER_OPTIONS.items())
+    return tuple((k, v) for k, v in CPU_COMPILER_OPTIONS.items() if _accepted(k, v))
 
 
 def compiler_options() -> dict[str, Any]:
@@ -31,15 +38,47 @@ def compiler_options() -> dict[str, Any]:
 
         jax.jit(jax.vmap(jd.aba, (None, 0, 0, 0)), compiler_options=jd.compiler_options())
 
-    `xla_cpu_use_fusion_emitters=False`: XLA:CPU emits fused kernels with its elemental IR
-    emitter instead of the MLIR fusion emitters. Measured on a 2-core AVX-512 machine, float64:
-    XLA compile of talos `jit(vmap(aba))` 2.7 → 1.6 s, and at batch 4096 (`batched`) 13–41 %
-    faster compiles and 5–23 % less time per sample for ABA, RNEA and CRBA on panda, g1 and
-    talos. The option only concerns XLA:CPU; other backends ignore it.
-    Returns `{}` when the installed XLA does not know the option. The same setting for a whole
-    process: `XLA_FLAGS=--xla_cpu_use_fusion_emitters=false`.
+    - `xla_cpu_use_fusion_emitters=False`: XLA:CPU emits fused kernels with its elemental IR
+      emitter instead of the MLIR fusion emitters. Measured on a 2-core AVX-512 machine,
+      float64: XLA compile of talos `jit(vmap(aba))` 2.7 → 1.6 s, and at batch 4096
+      (`batched`) 13–41 % faster compiles and 5–23 % less time per sample for ABA, RNEA and
+      CRBA on panda, g1 and talos.
+    - `xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT`: XLA:CPU hands
+      matrix products to its YNNPACK library, but not reductions. The reductions of a reverse
+      pass (transposed broadcasts, a few dozen entries each) ran ~20 µs per call there, a third
+      of a gradient's time: `jax.grad` of batched `aba` / `rnea` on g1 (batch 4096, 2 devices)
+      49.6 → 33.4 / 44.3 → 29.9 µs per sample, talos 53.9 → 36.1 / 52.9 → 35.1, compile
+      23 → 20 s; forward passes and panda unchanged (`benchmarks/NOTES.md`).
+
+    Each option is kept only if the installed XLA knows it (`{}` when it knows neither). Both
+    only concern XLA:CPU; other backends ignore them. The same settings for a whole process:
+    `XLA_FLAGS` (`xla_flags()` gives the string).
     """
     return dict(_supported_options())
+
+
+def xla_flags() -> str:
+    """`compiler_options()` as `XLA_FLAGS` words (`--name=value`), for a whole process.
+
+    XLA reads `XLA_FLAGS` when JAX starts its backend and aborts on a flag it does not know,
+    so which options this XLA knows is asked of a fresh Python process (the caller's backend
+    is not started: set `os.environ["XLA_FLAGS"]` before the first JAX computation).
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = "import json, jointdyn._compile as c; print(json.dumps(c.compiler_options()))"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    options = json.loads(out.stdout.strip().splitlines()[-1])
+    return " ".join(
+        f"--{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in options.items()
+    )
 
 
 def jit(fn: Callable | None = None, **jit_kwargs) -> Callable:

@@ -1,9 +1,9 @@
 """XLA flags for the notebook kernels (nbmake starts one per notebook; it inherits this
 process's environment, and `tests/conftest.py` may have set `XLA_FLAGS` in it already).
 
-Every kernel compiles without XLA:CPU's MLIR fusion emitters (`jd.compiler_options()`, as the
-tests do). The backend (LLVM) optimisation level is chosen per notebook: level 0 (as the tests)
-where the notebook mostly compiles, XLA's default where it runs large batches. Measured on the
+Every kernel compiles with jointdyn's XLA:CPU options (`jd.compiler_options()`, as the tests
+do, as `XLA_FLAGS` from `jointdyn._compile.xla_flags()`). The backend (LLVM) optimisation
+level is chosen per notebook: level 0 (as the tests) where the notebook mostly compiles, XLA's default where it runs large batches. Measured on the
 2-core machine, each notebook's cells run as one script: 04 (1 000 trajectory optimisations,
 run twice) 107 s at level 0 against 74 s at the default level, 02 (2 048 × 500 RK4 steps)
 73 s against 47 s; 01 and 03 48 / 29 s at level 0 against 57 / 36 s.
@@ -11,7 +11,7 @@ run twice) 107 s at level 0 against 74 s at the default level, 02 (2 048 × 500 
 
 import os
 
-from jointdyn._compile import CPU_COMPILER_OPTIONS
+from jointdyn._compile import xla_flags
 
 _LEVEL_0 = "--xla_backend_optimization_level=0"
 #: Notebooks that run large batches: their kernels compile at XLA's default backend level.
@@ -23,9 +23,11 @@ def pytest_runtest_setup(item):
     flags = os.environ.get("XLA_FLAGS")
     _saved[item.nodeid] = flags
     flags = (flags or "").split()
-    for name, value in CPU_COMPILER_OPTIONS.items():
-        if not any(f.startswith(f"--{name}=") for f in flags):
-            flags.append(f"--{name}={str(value).lower()}")
+    if "JOINTDYN_TEST_XLA_FLAGS" not in os.environ:  # set by tests/conftest.py in a full run
+        os.environ["JOINTDYN_TEST_XLA_FLAGS"] = xla_flags()
+    for flag in os.environ["JOINTDYN_TEST_XLA_FLAGS"].split():
+        if not any(f.startswith(flag.split("=")[0] + "=") for f in flags):
+            flags.append(flag)
     if item.path.name in _AT_DEFAULT_LEVEL:
         flags = [f for f in flags if f != _LEVEL_0]
     elif not any(f.startswith("--xla_backend_optimization_level=") for f in flags):

@@ -2,8 +2,8 @@
 
 Compilation dominates the suite's time, so the tests compile at XLA's lowest backend
 (LLVM) optimisation level, and without XLA:CPU's MLIR fusion emitters
-(`--xla_cpu_use_fusion_emitters=false`, what `jd.jit` compiles with, `jd.compiler_options()`,
-for every `jax.jit` of the tests too): the same programs with the same operations, compiled
+(`--xla_cpu_use_fusion_emitters=false`) and with YNNPACK for matrix products only: what
+`jd.jit` compiles with (`jd.compiler_options()`), for every `jax.jit` of the tests too: the same programs with the same operations, compiled
 faster (XLA compile of the gradient of `aba` on a 14-body tree: 13.7-15.9 s with the
 emitters, 8.5-9.3 s without, on a 2-core CI machine) and, at the lowest level, run slower,
 which tests with small inputs do not notice. The library never sets XLA flags. They are set
@@ -17,12 +17,15 @@ import itertools
 import os
 
 # Importing jointdyn does not start JAX's backend, so the flags still take effect after it.
-from jointdyn._compile import CPU_COMPILER_OPTIONS
+from jointdyn._compile import xla_flags
 
-_FLAGS = {"xla_backend_optimization_level": 0, **CPU_COMPILER_OPTIONS}
-for _name, _value in _FLAGS.items():
-    if _name not in os.environ.get("XLA_FLAGS", ""):
-        _flag = f"--{_name}={str(_value).lower()}"
+# `xla_flags()` asks a fresh process which of jointdyn's options this XLA knows (an unknown
+# flag in XLA_FLAGS aborts): once per session, in the first pytest process (xdist's
+# controller), whose environment the workers and notebook kernels inherit.
+if "JOINTDYN_TEST_XLA_FLAGS" not in os.environ:
+    os.environ["JOINTDYN_TEST_XLA_FLAGS"] = xla_flags()
+for _flag in ["--xla_backend_optimization_level=0", *os.environ["JOINTDYN_TEST_XLA_FLAGS"].split()]:
+    if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
 
 import jax  # noqa: E402

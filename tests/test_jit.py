@@ -27,11 +27,23 @@ def batch():
 
 
 def test_compiler_options_known_here():
-    """The pinned jaxlib knows the option; the dict is a copy the caller may change."""
+    """Every option this XLA accepts is kept (the fusion-emitter one is known since the JAX
+    floor, the YNNPACK one on recent XLA only), each alone; the dict is a copy the caller may
+    change."""
     opts = jd.compiler_options()
-    assert opts == _compile.CPU_COMPILER_OPTIONS
+    expected = {k: v for k, v in _compile.CPU_COMPILER_OPTIONS.items() if _compile._accepted(k, v)}
+    assert opts == expected and "xla_cpu_use_fusion_emitters" in opts
     opts["xla_cpu_use_fusion_emitters"] = True
-    assert jd.compiler_options() == _compile.CPU_COMPILER_OPTIONS
+    assert jd.compiler_options() == expected
+
+
+def test_xla_flags_are_the_options():
+    """`xla_flags()` (asked of a fresh process) spells `compiler_options()` as `XLA_FLAGS`."""
+    spelled = {
+        f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
+        for k, v in jd.compiler_options().items()
+    }
+    assert set(_compile.xla_flags().split()) == spelled
 
 
 def test_jit_equals_jax_jit(batch):
@@ -66,15 +78,21 @@ def test_jit_user_options_win_and_decorator(batch):
 
 
 def test_unknown_option_falls_back(monkeypatch):
-    monkeypatch.setattr(_compile, "CPU_COMPILER_OPTIONS", {"xla_no_such_option_here": True})
-    _compile._supported_options.cache_clear()
-    try:
-        assert jd.compiler_options() == {}
-        assert float(jd.jit(lambda x: 2 * x)(3.0)) == 6.0
-    finally:
-        monkeypatch.undo()
+    """An option this XLA does not know is dropped, the others kept."""
+    known = {"xla_cpu_use_fusion_emitters": False}
+    for options, kept in (
+        ({"xla_no_such_option_here": True}, {}),
+        ({**known, "xla_no_such": 1}, known),
+    ):
+        monkeypatch.setattr(_compile, "CPU_COMPILER_OPTIONS", options)
         _compile._supported_options.cache_clear()
-    assert jd.compiler_options() == _compile.CPU_COMPILER_OPTIONS
+        try:
+            assert jd.compiler_options() == kept
+            assert float(jd.jit(lambda x: 2 * x)(3.0)) == 6.0
+        finally:
+            monkeypatch.undo()
+            _compile._supported_options.cache_clear()
+    assert "xla_cpu_use_fusion_emitters" in jd.compiler_options()
 
 
 def test_direct_call_uses_options(batch, monkeypatch):
