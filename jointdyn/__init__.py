@@ -15,6 +15,7 @@ from ._bundled import (
 from ._compile import (
     compiler_options,
     jit,
+    xla_flags,
 )
 from ._composite import Composite
 from ._contact import (
@@ -222,6 +223,7 @@ __all__ = [
     "batch_last",
     "checkpointed_scan",
     "compiler_options",
+    "xla_flags",
     "jit",
     "astype",
     "use_low_latency_cpu",

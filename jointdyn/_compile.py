@@ -52,13 +52,15 @@ def compiler_options() -> dict[str, Any]:
 
     Each option is kept only if the installed XLA knows it (`{}` when it knows neither). Both
     only concern XLA:CPU; other backends ignore them. The same settings for a whole process:
-    `XLA_FLAGS` (`xla_flags()` gives the string).
+    `XLA_FLAGS` (`jd.xla_flags()` gives the string).
     """
     return dict(_supported_options())
 
 
 def xla_flags() -> str:
-    """`compiler_options()` as `XLA_FLAGS` words (`--name=value`), for a whole process.
+    """`compiler_options()` as `XLA_FLAGS` words (`--name=value`), for a whole process:
+
+        os.environ["XLA_FLAGS"] = jd.xla_flags()   # before the first JAX computation
 
     XLA reads `XLA_FLAGS` when JAX starts its backend and aborts on a flag it does not know,
     so which options this XLA knows is asked of a fresh Python process (the caller's backend

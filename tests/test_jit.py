@@ -38,12 +38,12 @@ def test_compiler_options_known_here():
 
 
 def test_xla_flags_are_the_options():
-    """`xla_flags()` (asked of a fresh process) spells `compiler_options()` as `XLA_FLAGS`."""
+    """`jd.xla_flags()` (asked of a fresh process) spells `compiler_options()` as `XLA_FLAGS`."""
     spelled = {
         f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
         for k, v in jd.compiler_options().items()
     }
-    assert set(_compile.xla_flags().split()) == spelled
+    assert set(jd.xla_flags().split()) == spelled
 
 
 def test_jit_equals_jax_jit(batch):
