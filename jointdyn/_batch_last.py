@@ -378,9 +378,9 @@ def _batched_contraction(lhs, rhs, dimension_numbers):
     The operands are brought to `(batch…, free…, K, B)` and `(batch…, K, free…, B)` with the
     contraction flattened to one axis `K`; then either `K` products of slices are added
     (elementwise over samples, fused into one vectorised loop) or, for long contractions and
-    large products, XLA's batched `dot` (a GEMM per sample) with the samples as its leading batch dimension and
-    the result transposed back: the products of `aba_derivatives` (`K = nv`) ran 2× slower as
-    a broadcast product reduced over `K`."""
+    large products, XLA's batched `dot` (a GEMM per sample) with the samples as its leading
+    batch dimension and the result transposed back: the products of `aba_derivatives`
+    (`K = nv`) ran 2× slower as a broadcast product reduced over `K`."""
     (lc, rc), (lbd, rbd) = dimension_numbers
     nl, nr = lhs.ndim - 1, rhs.ndim - 1  # sample axis excluded
     lf = [d for d in range(nl) if d not in lc and d not in lbd]

@@ -226,7 +226,7 @@ def aba_derivatives(
     """
     _check_sizes(model, q=q, v=v, tau=tau)
     model = astype(model, _dtype(q, v, tau, f_ext))
-    p, t, fac, pA0, c, a0, _ = _aba_setup(model, q, v, f_ext)
+    p, t, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
     vdot = _aba_sweep(p, fac, pA0, c, tau, a0)
     dtau_dq, dtau_dv = _rnea_derivatives(model, p, t, q, v, vdot, f_ext)
     nv, dtype = model.nv, vdot.dtype

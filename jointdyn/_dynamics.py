@@ -198,7 +198,7 @@ def _aba_dispatch(model, q, v, tau, f_ext, keep):
 
 
 def _aba(model: Model, q: Array, v: Array, tau: Array, f_ext: Array | None, keep=None) -> Array:
-    p, _, fac, pA0, c, a0, _ = _aba_setup(model, q, v, f_ext, keep)
+    p, _, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext, keep)
     return _aba_sweep(p, fac, pA0, c, tau, a0)
 
 
@@ -281,12 +281,11 @@ def _kinematics(model: Model, q: Array, v: Array) -> tuple[JointTerms, WorldIner
 
 def _aba_setup(model: Model, q: Array, v: Array, f_ext: Array | None, keep=None):
     """ABA's q- and v-dependent inputs: the plan, `joint_terms`, articulated inertias, `p^A₀`,
-    `c`, `a₀`, and the world inertias. `keep` (per body, 0.0 for a locked joint) zeroes
+    `c` and `a₀`. `keep` (per body, 0.0 for a locked joint) zeroes
     locked joints' `D⁻¹`."""
     p = plan(model)
     t, I = _kinematics(model, q, v)
-    fac, pA0, c, a0 = _aba_terms(model, p, t, I, f_ext, keep)
-    return p, t, fac, pA0, c, a0, I
+    return (p, t, *_aba_terms(model, p, t, I, f_ext, keep))
 
 
 def _aba_terms(model: Model, p, t: JointTerms, I: WorldInertia, f_ext: Array | None, keep):

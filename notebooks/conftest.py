@@ -3,10 +3,11 @@ process's environment, and `tests/conftest.py` may have set `XLA_FLAGS` in it al
 
 Every kernel compiles with jointdyn's XLA:CPU options (`jd.compiler_options()`, as the tests
 do, as `XLA_FLAGS` from `jointdyn._compile.xla_flags()`). The backend (LLVM) optimisation
-level is chosen per notebook: level 0 (as the tests) where the notebook mostly compiles, XLA's default where it runs large batches. Measured on the
-2-core machine, each notebook's cells run as one script: 04 (1 000 trajectory optimisations,
-run twice) 107 s at level 0 against 74 s at the default level, 02 (2 048 × 500 RK4 steps)
-73 s against 47 s; 01 and 03 48 / 29 s at level 0 against 57 / 36 s.
+level is chosen per notebook: level 0 (as the tests) where the notebook mostly compiles,
+XLA's default where it runs large batches. Measured on the 2-core machine, each notebook's
+cells run as one script: 04 (1 000 trajectory optimisations, run twice) 107 s at level 0
+against 74 s at the default level, 02 (2 048 × 500 RK4 steps) 73 s against 47 s; 01 and 03
+48 / 29 s at level 0 against 57 / 36 s.
 """
 
 import os

@@ -3,13 +3,13 @@
 Compilation dominates the suite's time, so the tests compile at XLA's lowest backend
 (LLVM) optimisation level, and without XLA:CPU's MLIR fusion emitters
 (`--xla_cpu_use_fusion_emitters=false`) and with YNNPACK for matrix products only: what
-`jd.jit` compiles with (`jd.compiler_options()`), for every `jax.jit` of the tests too: the same programs with the same operations, compiled
-faster (XLA compile of the gradient of `aba` on a 14-body tree: 13.7-15.9 s with the
-emitters, 8.5-9.3 s without, on a 2-core CI machine) and, at the lowest level, run slower,
-which tests with small inputs do not notice. The library never sets XLA flags. They are set
-here, before JAX starts its backend, for this process and the ones it starts (notebooks,
-subprocesses);
-a value already in `XLA_FLAGS` is kept. Every module's compiled programs are dropped when the
+`jd.jit` compiles with (`jd.compiler_options()`), for every `jax.jit` of the tests too: the
+same programs with the same operations, compiled faster (XLA compile of the gradient of
+`aba` on a 14-body tree: 13.7-15.9 s with the emitters, 8.5-9.3 s without, on a 2-core CI
+machine) and, at the lowest level, run slower, which tests with small inputs do not notice.
+The library never sets XLA flags. They are set here, before JAX starts its backend, for this
+process and the ones it starts (notebooks, subprocesses); a value already in `XLA_FLAGS` is
+kept. Every module's compiled programs are dropped when the
 module is done, so they do not pile up in a test worker.
 """
 

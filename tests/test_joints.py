@@ -511,3 +511,25 @@ def test_astype_float32_leaves(name):
     joint = make_joint(name, jnp.float32)
     leaves = jax.tree.leaves(eqx.filter(joint, eqx.is_inexact_array))
     assert leaves and all(x.dtype == jnp.float32 for x in leaves)
+
+
+def test_a_joint_class_with_its_own_hdot_is_called():
+    """`_local_terms` takes `H` and `Ḣ` from one `jvp` of `H_FM` unless the joint class
+    defines `Hdot_FM` itself; then that method is used (here one returning twice the true
+    `Ḣ`, so the velocity-product term shows which was taken)."""
+    from jointdyn._kinematics import _local_terms
+
+    class DoubledHdot(jd.Gimbal):
+        def Hdot_FM(self, q, v):
+            return 2 * jd.Gimbal.Hdot_FM(self, q, v)
+
+    base = jd.Gimbal()
+    doubled = DoubledHdot()
+    q, v = jnp.array([0.3, -0.7, 1.1]), jnp.array([0.5, 1.5, -2.0])
+    X0, H0, V0, c0 = _local_terms(base, q, v)
+    X1, H1, V1, c1 = _local_terms(doubled, q, v)
+    Hdot_v = base.Hdot_FM(q, v) @ v
+    assert np.abs(Hdot_v).max() > 0.1  # a q-dependent hinge: the check can fail
+    np.testing.assert_allclose(H1, H0, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(V1, V0, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(c1 - c0, Hdot_v, rtol=1e-12, atol=1e-12)
