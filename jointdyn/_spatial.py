@@ -25,12 +25,15 @@ from ._linalg import add, cross, matmul, matvec, mul, parts, rmatvec, sub
 
 
 def skew(w: Float[Array, "... 3"]) -> Float[Array, "... 3 3"]:
-    """`[w]×`, the matrix with `[w]× u = w × u`."""
-    x, y, z = w[..., 0], w[..., 1], w[..., 2]
+    """`[w]×`, the matrix with `[w]× u = w × u`: its nine entries concatenated and reshaped
+    (seven equations; three nested stacks of scalars traced 26)."""
+    w = jnp.asarray(w)
+    if w.ndim == 0 or w.shape[-1] != 3:
+        raise ValueError(f"skew: expected a (..., 3) array, got shape {w.shape}")
+    x, y, z = parts(w, -1)
     o = jnp.zeros_like(x)
-    return jnp.stack(
-        [jnp.stack([o, -z, y], -1), jnp.stack([z, o, -x], -1), jnp.stack([-y, x, o], -1)], -2
-    )
+    entries = jnp.concatenate([o, -z, y, z, o, -x, -y, x, o], -1)
+    return entries.reshape(w.shape[:-1] + (3, 3))
 
 
 def vee(S: Float[Array, "... 3 3"]) -> Float[Array, "... 3"]:
