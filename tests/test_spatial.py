@@ -442,3 +442,17 @@ def test_spatial_inertia_addition():
     # Batched inertias add elementwise.
     stacked = jax.tree.map(lambda a, b: jnp.stack([a, b]), I1, I2)
     assert_tree_allclose((stacked + stacked).as_matrix()[1], (I2 + I2).as_matrix(), **TOL)
+
+
+def test_skew_is_the_cross_product_matrix_and_checks_its_shape():
+    """`skew(w) u = w × u` on batched input (against NumPy), and a clear error otherwise."""
+    rng = np.random.default_rng(0)
+    w, u = rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 4, 3))
+    S = skew(jnp.asarray(w))
+    assert S.shape == (2, 4, 3, 3)
+    np.testing.assert_allclose(
+        np.einsum("...ij,...j->...i", S, u), np.cross(w, u), rtol=1e-13, atol=1e-13
+    )
+    np.testing.assert_array_equal(S, -np.swapaxes(S, -1, -2))
+    with pytest.raises(ValueError, match="skew"):
+        skew(jnp.ones(4))
