@@ -21,7 +21,8 @@ def _lax_or(op, fallback):
     is a Python float and the second a floating array), else
     `fallback` (NumPy-style promotion and broadcasting). `lax` broadcasts size-1 axes itself
     and traces several times faster than the `jnp` operators, whose jitted wrappers are traced
-    again under every `vmap`: the small products and cross products here are most of a model's equations."""
+    again under every `vmap`: the small products and cross products here are most of a
+    model's equations."""
 
     def apply(x, y):
         dx, dy = getattr(x, "dtype", None), getattr(y, "dtype", None)
@@ -72,10 +73,10 @@ def cross(a: Float[Array, "... 3 ..."], b: Float[Array, "... 3 ..."], axis: int 
 
     `jnp.cross` is a jitted wrapper, traced anew for every shape it meets (dozens per model).
     This traces the same operations inline: the same arithmetic, and XLA's programs differ only
-    in a few layout copies (talos ABA has 14 fewer). A variant that concatenated along `axis`
-    instead of stacking and transposing made batched ABA and RNEA 3–6 % slower. The slices
-    keep their size-1 axis, so the result is their concatenation with no squeezes or
-    expansions (nine fewer equations per cross product; XLA sees the same program).
+    in a few layout copies (talos ABA has 14 fewer). `axis` is moved last first: a variant
+    that sliced and concatenated along `axis` in place made batched ABA and RNEA 3–6 %
+    slower. The slices keep their size-1 axis and the result is their concatenation (no
+    squeezes or expansions: 12 equations where 24 were).
     """
     a, b = jnp.asarray(a), jnp.asarray(b)
     n, ax = a.ndim, axis % max(a.ndim, 1)
@@ -99,12 +100,11 @@ def matmul(A: Float[Array, "... n k"], B: Float[Array, "... k m"]) -> Float[Arra
     `dot`) when `n k m > 64`.
 
     XLA:CPU runs every `dot` as its own kernel and, for 3×3 or 6×6 operands with a batch axis
-    in front, at scalar speed; the product-and-sum form fuses with its neighbours and
-    vectorises over the batch (3.4× faster than `dot` for batched 3×3 products). It is three
-    equations whatever `k`: the earlier unrolled `Σ_k` (a slice, a product and a sum per `k`)
-    was 40 % of the equations of a gradient of `aba`, and of its compile time (tests' 14-body
-    tree, rules off: XLA compile 9.5 → 5.2 s; g1 batched gradient 21 → 16 s) for the same
-    or better run time (NOTES, sixth session).
+    in front, at scalar speed; elementwise forms fuse with their neighbours and vectorise over
+    the batch (an unrolled `Σ_k` was measured 3.4× faster than `dot` for batched 3×3
+    products). This form is three equations whatever `k`; the unrolled one (a slice, a
+    product and a sum per `k`) was 40 % of the equations of a gradient of `aba`, for the same
+    or slower run time (`benchmarks/NOTES.md`, 2026-11-27).
     """
     if A.shape[-2] * A.shape[-1] * B.shape[-1] > 64:
         return A @ B
