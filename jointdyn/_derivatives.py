@@ -54,6 +54,7 @@ from ._kinematics import (
     _dtype,
     _local_terms,
     _shift_columns,
+    _velocity_product,
     dof_columns,
     joint_terms,
 )
@@ -76,7 +77,8 @@ class ABADerivatives(eqx.Module):
 def _terms_at_F(j, qj, vj):
     """One joint's hinge columns and velocity-product term (`_local_terms`, at Mo) shifted to
     Plücker at Fo in F axes: `[w; v_Mo + p_FM × w]`."""
-    X, H, _, c = _local_terms(j, qj, vj)
+    X, H, V, Hdot_v = _local_terms(j, qj, vj)
+    c = _velocity_product(V, Hdot_v)
     H_Fo = jnp.concatenate([H[:3], H[3:] + cross(X.p[:, None], H[:3], axis=0)], 0)
     return H_Fo, jnp.concatenate([c[:3], c[3:] + cross(X.p, c[:3])])
 

@@ -40,6 +40,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._compile import accepts_packed
+from ._linalg import identity
 from ._model import Model, _check_inertia
 from ._spatial import SpatialInertia
 
@@ -66,7 +67,7 @@ def _unsym(I: Array) -> Array:
 
 def _parallel_axis(m: Array, c: Array) -> Array:
     """`m (|c|² 1 − c cᵀ)` (…, 3, 3)."""
-    eye = jnp.eye(3, dtype=c.dtype)
+    eye = identity(3, c.dtype)
     return m[..., None, None] * (
         jnp.sum(c * c, -1)[..., None, None] * eye - c[..., :, None] * c[..., None, :]
     )
@@ -220,7 +221,7 @@ def log_cholesky_from_inertial_parameters(pi: Float[Array, "... 10"]) -> Float[A
 def _log_cholesky(pi: Array) -> Array:
     m, h = pi[..., 0], pi[..., 1:4]
     I_O = _sym(pi[..., 4:])
-    eye = jnp.eye(3, dtype=pi.dtype)
+    eye = identity(3, pi.dtype)
     Sigma = 0.5 * jnp.trace(I_O, axis1=-2, axis2=-1)[..., None, None] * eye - I_O
     nan = jnp.asarray(jnp.nan, pi.dtype)
 
@@ -257,7 +258,7 @@ def pseudo_inertia(pi: Float[Array, "... 10"]) -> Float[Array, "... 4 4"]:
     pi = jnp.asarray(pi)
     m, h = pi[..., 0], pi[..., 1:4]
     I_O = _sym(pi[..., 4:])
-    eye = jnp.eye(3, dtype=I_O.dtype)
+    eye = identity(3, I_O.dtype)
     Sigma = 0.5 * jnp.trace(I_O, axis1=-2, axis2=-1)[..., None, None] * eye - I_O
     top = jnp.concatenate([Sigma, h[..., :, None]], -1)
     bottom = jnp.concatenate([h, m[..., None]], -1)[..., None, :]

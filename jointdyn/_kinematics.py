@@ -175,8 +175,8 @@ def _poses_jvp(p: Plan, primals, tangents):
 
 
 def _local_terms(j, qj, vj=None):
-    """One joint: `X_FM`, `H_FM` and (with v) `V_FM` and the spatial velocity-product term
-    `Ḣ v − [0; w × v_Mo]` (classical to spatial relative acceleration), all in F at Mo."""
+    """One joint: `X_FM`, `H_FM` and (with v) `V_FM = H v` and `Ḣ v`, all in F at Mo
+    (`_velocity_product` turns the last two into the joint's velocity-product term)."""
     X = j.X_FM(qj)
     if vj is None:
         return X, j.H_FM(qj)
@@ -186,10 +186,15 @@ def _local_terms(j, qj, vj=None):
         H, Hdot = jax.jvp(j.H_FM, (qj,), (j.qdot_from_v(qj, vj),))
     else:  # a joint class with its own `Hdot_FM`
         H, Hdot = j.H_FM(qj), j.Hdot_FM(qj, vj)
-    V = matvec(H, vj)
-    zero = jnp.zeros(3, V.dtype)
-    c = sub(matvec(Hdot, vj), jnp.concatenate([zero, cross(V[:3], V[3:])]))
-    return X, H, V, c
+    return X, H, matvec(H, vj), matvec(Hdot, vj)
+
+
+def _velocity_product(V: Array, Hdot_v: Array) -> Array:
+    """The spatial velocity-product term of joints, `c = Ḣ v − [0; w × v_Mo]` (classical to
+    spatial relative acceleration; `V = [w; v_Mo]`), for any leading axes. `joint_terms`
+    takes it once for all bodies (one cross product, not one per joint group)."""
+    zero = jnp.zeros(V.shape[:-1] + (3,), V.dtype)
+    return sub(Hdot_v, jnp.concatenate([zero, cross(V[..., :3], V[..., 3:])], -1))
 
 
 def joint_terms(model: Model, q: Array, v: Array | None = None) -> JointTerms:
@@ -207,8 +212,9 @@ def joint_terms(model: Model, q: Array, v: Array | None = None) -> JointTerms:
         S.append(_shift_columns(take(R_WF, cls.bodies), take(p_WM, cls.bodies), H))
     if v is None:
         return JointTerms(X_WB, X_WF, tuple(S), None, None, None)
-    Vc = take(concat([jnp.stack([o[2], o[3]], -1) for o in outs]), p.group_body_inv)
-    both = _shift_columns(R_WF, p_WM, Vc)
+    V_FM, Hdot_v = take(concat([(o[2], o[3]) for o in outs]), p.group_body_inv)
+    c = _velocity_product(V_FM, Hdot_v)
+    both = _shift_columns(R_WF, p_WM, jnp.stack([V_FM, c], -1))
     vJ, cJ = both[..., 0], both[..., 1]
     V = jnp.asarray(p.ancestor, vJ.dtype).T @ vJ
     return JointTerms(X_WB, X_WF, tuple(S), vJ, cJ, V)

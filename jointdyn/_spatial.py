@@ -18,7 +18,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._linalg import add, cross, matmul, matvec, mul, parts, rmatvec, sub
+from ._linalg import add, cross, identity, matmul, matvec, mul, parts, rmatvec, sub
 
 # --------------------------------------------------------------------------------------------
 # small vector helpers
@@ -70,7 +70,7 @@ def so3_exp(w: Float[Array, "... 3"]) -> Float[Array, "... 3 3"]:
     a = jnp.where(small, 1.0 - t2 / 6.0, jnp.sin(t) / t)
     b = jnp.where(small, 0.5 - t2 / 24.0, (1.0 - jnp.cos(t)) / t2s)
     K = skew(w)
-    eye = jnp.eye(3, dtype=w.dtype)
+    eye = identity(3, w.dtype)
     return eye + a[..., None, None] * K + b[..., None, None] * matmul(K, K)
 
 
@@ -82,7 +82,7 @@ def axis_angle_to_rotmat(axis: Float[Array, "... 3"], angle: Float[Array, "..."]
 
 def cs_axis_to_rotmat(axis: Array, c: Array, s: Array) -> Array:
     """Rotation about unit `axis` given `c = cos θ`, `s = sin θ` (each broadcastable to (...,1,1))."""
-    eye = jnp.eye(3, dtype=axis.dtype)
+    eye = identity(3, axis.dtype)
     aaT = mul(axis[..., :, None], axis[..., None, :])
     return add(add(mul(c, eye), mul(s, skew(axis))), mul(sub(1.0, c), aaT))
 
@@ -257,7 +257,7 @@ class Transform(eqx.Module):
     @staticmethod
     def identity(dtype=None) -> Transform:
         dtype = dtype or jnp.result_type(float)
-        return Transform(jnp.eye(3, dtype=dtype), jnp.zeros(3, dtype=dtype))
+        return Transform(identity(3, dtype), jnp.zeros(3, dtype=dtype))
 
     @staticmethod
     def from_quaternion(quat: ArrayLike, p: ArrayLike | None = None) -> Transform:
@@ -435,7 +435,7 @@ class SpatialInertia(eqx.Module):
     def as_matrix(self) -> Float[Array, "... 6 6"]:
         m = self.mass[..., None, None]
         C = skew(self.com)
-        eye = jnp.eye(3, dtype=self.com.dtype)
+        eye = identity(3, self.com.dtype)
         top = jnp.concatenate([self.inertia - m * (C @ C), m * C], -1)
         bottom = jnp.concatenate([-m * C, m * eye], -1)
         return jnp.concatenate([top, bottom], -2)
@@ -473,6 +473,6 @@ class SpatialInertia(eqx.Module):
 
     def _shifted(self, c: Array) -> Array:
         d = self.com - c
-        eye = jnp.eye(3, dtype=d.dtype)
+        eye = identity(3, d.dtype)
         dd = jnp.sum(d * d, -1)[..., None, None] * eye - d[..., :, None] * d[..., None, :]
         return self.inertia + self.mass[..., None, None] * dd
