@@ -12,6 +12,8 @@ For each robot, float64 (`--dtype`), batch `--batch` (4096), the batch split ove
   (the analytic derivatives), per sample, paired ratio;
 - with `--wrt state`, the gradient in `(q, v, u)` only (trajectory optimisation's case),
   `--wrt all,state` both;
+- with `--loss inside` (or `outside,inside`), the same loss taken per sample inside the
+  batched function and summed (reverse mode then needs no forward loop for the output);
 - with `--generic`, the same gradient with `jd.differentiation_rules(False)` (op-by-op AD of
   the recursion), for the record of what the rules save.
 
@@ -45,6 +47,12 @@ def _parse() -> argparse.Namespace:
         "--wrt",
         default="all",
         help="comma list of gradient inputs: all = (model, q, v, u); state = (q, v, u)",
+    )
+    ap.add_argument(
+        "--loss",
+        default="outside",
+        help="comma list: outside = sum(batched(alg)(...)**2); inside = the same loss per "
+        "sample inside the batched function, summed",
     )
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
@@ -111,11 +119,23 @@ def blocking(exe, args):
 ARGNUMS = {"all": (0, 1, 2, 3), "state": (1, 2, 3)}
 
 
-def loss_grad(alg: str, wrt: str = "all"):
-    fb = jd.batched(getattr(jd, alg), (None, 0, 0, 0))
+def loss_grad(alg: str, wrt: str = "all", where: str = "outside"):
+    """(batched forward, gradient of the loss `Σ alg(…)²`): the loss taken on the batched
+    output (`outside`), or per sample inside the batched function and then summed
+    (`inside`: the same value and gradient; reverse mode then needs no forward loop for the
+    output, see benchmarks/NOTES.md)."""
+    fn = getattr(jd, alg)
+    fb = jd.batched(fn, (None, 0, 0, 0))
+    if where == "outside":
 
-    def loss(model, q, v, u):
-        return jnp.sum(fb(model, q, v, u) ** 2)
+        def loss(model, q, v, u):
+            return jnp.sum(fb(model, q, v, u) ** 2)
+
+    else:
+        per_sample = jd.batched(lambda m, q, v, u: jnp.sum(fn(m, q, v, u) ** 2), (None, 0, 0, 0))
+
+        def loss(model, q, v, u):
+            return jnp.sum(per_sample(model, q, v, u))
 
     return fb, jax.grad(loss, argnums=ARGNUMS[wrt])
 
@@ -125,15 +145,21 @@ def bench(name: str, a: argparse.Namespace) -> list[list]:
     args = states(model, a.batch, dtype=jnp.dtype(a.dtype))
     B = a.batch
     rows = []
-    for alg, wrt in ((x, w) for x in a.algorithms.split(",") for w in a.wrt.split(",")):
-        fb, g = loss_grad(alg, wrt)
+    cases = [
+        (x, w, lo)
+        for x in a.algorithms.split(",")
+        for w in a.wrt.split(",")
+        for lo in a.loss.split(",")
+    ]
+    for alg, wrt, where in cases:
+        fb, g = loss_grad(alg, wrt, where)
         fwd, c_fwd = compiled(fb, args)
         grad, c_grad = compiled(g, args)
         tf, tg, ratio = paired(blocking(fwd, args), blocking(grad, args), a.rounds)
         row = [
             name,
             model.nv,
-            f"{alg} (grad in {wrt})",
+            f"{alg} (grad in {wrt})" + ("" if where == "outside" else ", loss inside batched"),
             tf / B * 1e6,
             tg / B * 1e6,
             ratio,
@@ -142,7 +168,7 @@ def bench(name: str, a: argparse.Namespace) -> list[list]:
         ]
         if a.generic:
             with jd.differentiation_rules(False):
-                _, g0 = loss_grad(alg, wrt)
+                _, g0 = loss_grad(alg, wrt, where)
                 gen, c_gen = compiled(g0, args)
             _, t0, r0 = paired(blocking(fwd, args), blocking(gen, args), max(3, a.rounds // 2))
             row += [t0 / B * 1e6, r0, c_gen]
