@@ -124,6 +124,8 @@ def loss_grad(alg: str, wrt: str = "all", where: str = "outside"):
     output (`outside`), or per sample inside the batched function and then summed
     (`inside`: the same value and gradient; reverse mode then needs no forward loop for the
     output, see benchmarks/NOTES.md)."""
+    if where not in ("outside", "inside"):
+        raise ValueError(f"--loss: expected outside or inside, got {where!r}")
     fn = getattr(jd, alg)
     fb = jd.batched(fn, (None, 0, 0, 0))
     if where == "outside":

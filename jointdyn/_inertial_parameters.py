@@ -42,7 +42,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._compile import accepts_packed
 from ._linalg import identity
 from ._model import Model, _check_inertia
-from ._spatial import SpatialInertia
+from ._spatial import SpatialInertia, parallel_axis
 
 
 def _is_concrete(x) -> bool:
@@ -67,10 +67,7 @@ def _unsym(I: Array) -> Array:
 
 def _parallel_axis(m: Array, c: Array) -> Array:
     """`m (|c|² 1 − c cᵀ)` (…, 3, 3)."""
-    eye = identity(3, c.dtype)
-    return m[..., None, None] * (
-        jnp.sum(c * c, -1)[..., None, None] * eye - c[..., :, None] * c[..., None, :]
-    )
+    return m[..., None, None] * parallel_axis(c)
 
 
 @accepts_packed

@@ -30,7 +30,7 @@ from ._joint import AbstractJoint
 from ._linalg import add, cross, identity, inverse3, matmul, matvec, mul, rmatvec, sub
 from ._model import Model
 from ._precision import full_precision
-from ._spatial import Transform, motion_cross, skew
+from ._spatial import Transform, motion_cross, parallel_axis, skew
 from ._traversal import (
     Plan,
     assemble_bodies,
@@ -292,10 +292,7 @@ def world_inertias(model: Model, X_WB: Transform) -> WorldInertia:
     c = X_WB.apply(I.com)
     I_B = 0.5 * (I.inertia + jnp.swapaxes(I.inertia, -1, -2))
     I_C = matmul(matmul(X_WB.R, I_B), jnp.swapaxes(X_WB.R, -1, -2))
-    eye = identity(3, dtype=c.dtype)
-    cc = sub(
-        mul(jnp.sum(mul(c, c), -1)[..., None, None], eye), mul(c[..., :, None], c[..., None, :])
-    )
+    cc = parallel_axis(c)
     return WorldInertia(m, mul(m[..., None], c), add(I_C, mul(m[..., None, None], cc)))
 
 

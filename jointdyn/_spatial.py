@@ -36,6 +36,15 @@ def skew(w: Float[Array, "... 3"]) -> Float[Array, "... 3 3"]:
     return entries.reshape(w.shape[:-1] + (3, 3))
 
 
+def parallel_axis(c: Float[Array, "... 3"]) -> Float[Array, "... 3 3"]:
+    """`|c|² 1 − c cᵀ`: the rotational inertia of a unit point mass at `c` about the origin
+    (the parallel-axis term; times the mass, it moves an inertia from the centre of mass)."""
+    eye = identity(3, c.dtype)
+    return sub(
+        mul(jnp.sum(mul(c, c), -1)[..., None, None], eye), mul(c[..., :, None], c[..., None, :])
+    )
+
+
 def vee(S: Float[Array, "... 3 3"]) -> Float[Array, "... 3"]:
     """Inverse of `skew` applied to the skew part: `vee(S) = ½[S32 − S23, S13 − S31, S21 − S12]`."""
     return 0.5 * jnp.stack(
@@ -472,7 +481,4 @@ class SpatialInertia(eqx.Module):
         return SpatialInertia(m, c, self._shifted(c) + other._shifted(c))
 
     def _shifted(self, c: Array) -> Array:
-        d = self.com - c
-        eye = identity(3, d.dtype)
-        dd = jnp.sum(d * d, -1)[..., None, None] * eye - d[..., :, None] * d[..., None, :]
-        return self.inertia + self.mass[..., None, None] * dd
+        return self.inertia + self.mass[..., None, None] * parallel_axis(self.com - c)
