@@ -7,6 +7,7 @@ gravity enters as the base acceleration `a₀ = [0; −g]`.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -17,6 +18,7 @@ from jaxtyping import Array, Float
 from ._autodiff import is_zero, partial_jvp, rules_enabled
 from ._compile import jit_unless_traced
 from ._dtype import astype
+from ._joint import stop_force, viscous_and_coulomb
 from ._kinematics import (
     JointTerms,
     WorldInertia,
@@ -32,7 +34,7 @@ from ._linalg import add, cross, identity, matmul, matvec, rmatvec, spd_inverse,
 from ._model import Model
 from ._precision import full_precision
 from ._spatial import force_cross, motion_cross
-from ._traversal import gather, map_joints, plan, sum_to_parents, take
+from ._traversal import gather, joint_params, map_joints, plan, sum_to_parents, take
 
 
 def _base_acceleration(model: Model, dtype) -> Array:
@@ -419,11 +421,30 @@ def _aba_sweep(p, fac, pA0: Array | None, c: Array | None, tau: Array, a0: Array
 def joint_forces(
     model: Model, q: Float[Array, " nq"], v: Float[Array, " nv"]
 ) -> Float[Array, " nv"]:
-    """Passive generalized forces of every joint: damping, Coulomb friction, limit stops
-    (see `AbstractJoint.passive_force`)."""
+    """Passive generalized forces of every joint: damping, Coulomb friction, springs and
+    limit stops (`AbstractJoint.passive_force`, joint by joint).
+
+    The coordinate-wise laws (`stop_force`, `viscous_and_coulomb`) run once on the whole
+    q- and v-vectors; only `q̇ = N(q) v` and `N(q)ᵀ f_stop − k ⊙ (q ⊖ q_ref)` are evaluated
+    per joint class (a tree of every joint class: 1 126 traced equations instead of 1 702 for
+    `passive_force` mapped over every class, its gradient 2 718 instead of 4 107).
+    """
     _check_sizes(model, q=q, v=v)
     model = astype(model, _dtype(q, v))
-    return map_joints(model, lambda j, qj, vj: j.passive_force(qj, vj), q=q, v=v, v_out=True)
+    qdot = map_joints(model, lambda j, qj, vj: j.qdot_from_v(qj, vj), q=q, v=v, q_out=True)
+    p = functools.partial(joint_params, model)
+    f_q = stop_force(
+        q,
+        qdot,
+        p("position_lower"),
+        p("position_upper"),
+        p("stop_stiffness"),
+        p("stop_damping"),
+    )
+    joint = map_joints(
+        model, lambda j, qj, fj: j.stop_and_spring_force(qj, fj), q=q, q2=f_q, v_out=True
+    )
+    return joint + viscous_and_coulomb(v, p("damping"), p("friction"))
 
 
 @jit_unless_traced

@@ -78,6 +78,26 @@ def unit_axis(axis: ArrayLike, name: str = "axis") -> Array:
     return a / jnp.linalg.norm(a)
 
 
+def stop_force(q: Array, qdot: Array, lower: Array, upper: Array, k: Array, b: Array) -> Array:
+    """Limit-stop forces on coordinates, entry by entry (`AbstractJoint.passive_force`):
+
+    f = min(0, −k (q − upper) − b q̇)   where q > upper
+        max(0, −k (q − lower) − b q̇)   where q < lower,   0 inside.
+    """
+    above = q > upper
+    below = q < lower
+    hi = jnp.where(above, q - upper, 0.0)
+    lo = jnp.where(below, q - lower, 0.0)
+    f_hi = jnp.where(above, jnp.minimum(0.0, -k * hi - b * qdot), 0.0)
+    f_lo = jnp.where(below, jnp.maximum(0.0, -k * lo - b * qdot), 0.0)
+    return f_hi + f_lo
+
+
+def viscous_and_coulomb(v: Array, damping: Array, friction: Array) -> Array:
+    """`−d ⊙ v − μ ⊙ sign(v)`: joint damping and Coulomb friction, entry by entry."""
+    return -damping * v - friction * jnp.sign(v)
+
+
 class JointParams(eqx.Module):
     """Physical parameters of a joint, all differentiable array leaves.
 
@@ -360,18 +380,26 @@ class AbstractJoint(eqx.Module):
         and `N(q)ᵀ` maps them to generalized forces with the power they do (`f·q̇ = (Nᵀ f)·v`).
         """
         p = self.params
-        qdot = self.qdot_from_v(q, v)
-        k, b = p.stop_stiffness, p.stop_damping
-        above = q > p.position_upper
-        below = q < p.position_lower
-        hi = jnp.where(above, q - p.position_upper, 0.0)
-        lo = jnp.where(below, q - p.position_lower, 0.0)
-        f_hi = jnp.where(above, jnp.minimum(0.0, -k * hi - b * qdot), 0.0)
-        f_lo = jnp.where(below, jnp.maximum(0.0, -k * lo - b * qdot), 0.0)
-        f_q = f_hi + f_lo
-        tau_stop = jax.vjp(lambda vv: self.qdot_from_v(q, vv), v)[1](f_q)[0]
-        tau_spring = -p.spring_stiffness * self.difference(p.spring_reference, q)
-        return -p.damping * v - p.friction * jnp.sign(v) + tau_spring + tau_stop
+        f_q = stop_force(
+            q,
+            self.qdot_from_v(q, v),
+            p.position_lower,
+            p.position_upper,
+            p.stop_stiffness,
+            p.stop_damping,
+        )
+        return self.stop_and_spring_force(q, f_q) + viscous_and_coulomb(v, p.damping, p.friction)
+
+    def stop_and_spring_force(
+        self, q: Float[Array, " nq"], f_q: Float[Array, " nq"]
+    ) -> Float[Array, " nv"]:
+        """The joint-specific part of `passive_force`: `N(q)ᵀ f_q − k ⊙ (q ⊖ q_ref)`, the
+        coordinate forces `f_q` (limit stops, `stop_force`) mapped to generalized forces, and
+        the joint spring."""
+        zero = jnp.zeros(self.nv, q.dtype)
+        tau_stop = jax.vjp(lambda vv: self.qdot_from_v(q, vv), zero)[1](f_q)[0]
+        p = self.params
+        return tau_stop - p.spring_stiffness * self.difference(p.spring_reference, q)
 
     def clip_position(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:
         """Clip coordinates to the position limits."""

@@ -37,6 +37,7 @@ from ._traversal import (
     assemble_dofs,
     concat,
     gather,
+    joint_params,
     map_groups,
     map_joints,
     parents_of,
@@ -411,7 +412,7 @@ def center_of_mass(model: Model, q: Float[Array, " nq"]) -> Float[Array, "3"]:
 def armature(model: Model) -> Array:
     """Every joint's `params.armature`, one entry per DOF (nv,): the rotor inertias that
     `crba`, `aba`, `rnea` and `kinetic_energy` add on the diagonal of `M`."""
-    return map_joints(model, lambda j: j.params.armature, v_out=True)
+    return joint_params(model, "armature")
 
 
 @jit_unless_traced

@@ -19,7 +19,7 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 from ._joint import AbstractJoint, JointParams
 from ._model_checks import singular_mass_matrix
 from ._spatial import SpatialInertia, Transform
-from ._traversal import map_groups, map_joints, plan
+from ._traversal import joint_params, map_groups, map_joints, plan
 
 WORLD = "world"
 
@@ -155,9 +155,7 @@ class Model(eqx.Module):
     @eqx.filter_jit
     def _joint_param(self, name: str) -> Array:
         """The joints' `params.<name>` concatenated into a q- or v-sized vector."""
-        q_sized = name in ("position_lower", "position_upper", "default_position")
-        fn = lambda j: getattr(j.params, name)  # noqa: E731
-        return map_joints(self, fn, q_out=q_sized, v_out=not q_sized)
+        return joint_params(self, name)
 
     def default_position(self) -> Float[Array, " nq"]:
         """Concatenation of each joint's `params.default_position`."""

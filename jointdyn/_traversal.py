@@ -418,6 +418,21 @@ def map_joints(
     return take(concat(outs), p.group_body_inv)
 
 
+def joint_params(model: Model, name: str) -> jnp.ndarray:
+    """Every joint's `params.<name>` concatenated in body order: a q-sized vector for the
+    fields with one entry per coordinate, a v-sized one for the others (a model's coordinates
+    and velocities follow body order). One `concatenate`, where `map_joints` would gather and
+    permute per joint class; a `Composite` contributes its sub-joints' fields."""
+
+    def parts(joint) -> list:
+        subs = getattr(joint, "joints", None)  # Composite: its own `params` concatenates all
+        if subs is not None:
+            return [x for j in subs for x in parts(j)]
+        return [getattr(joint.params, name)]
+
+    return jnp.concatenate([x for j in model.joints for x in parts(j)])
+
+
 def write_level(buf, lv: Level, x):
     """Rows of level `lv` written into `buf` (every body, level order) at `lv.start`.
 

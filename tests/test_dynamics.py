@@ -292,29 +292,73 @@ def test_gradient_wrt_model_parameters():
     np.testing.assert_allclose(gg[2], fd, rtol=1e-5)
 
 
+def test_joint_forces_are_each_joints_passive_force():
+    """`joint_forces` (the coordinate laws on whole vectors, the joint maps per class) equals
+    every joint's own `passive_force`, concatenated, on a tree of every joint class with
+    damping, friction, springs towards a random configuration, and limit stops engaged on
+    some coordinates from above and below."""
+    model = random_tree(7, nbodies=14)
+    rng = np.random.default_rng(7)
+    k = jax.random.split(jax.random.PRNGKey(7), 2)
+    q, q_ref = model.random_configuration(k[0]), model.random_configuration(k[1])
+    v = jnp.asarray(rng.normal(size=model.nv))
+    side = rng.integers(0, 2, model.nq)  # 0: past the upper limit, 1: below the lower one
+    gap = rng.uniform(0.05, 0.2, model.nq)
+    model = model.with_joint_params(
+        damping=rng.uniform(0.1, 1.0, model.nv),
+        friction=rng.uniform(0.1, 1.0, model.nv),
+        spring_stiffness=rng.uniform(0.5, 2.0, model.nv),
+        spring_reference=q_ref,
+        position_lower=np.where(side == 1, q + gap, q - 1.0),
+        position_upper=np.where(side == 0, q - gap, q + 1.0),
+        stop_stiffness=rng.uniform(10.0, 50.0, model.nq),
+        stop_damping=rng.uniform(0.1, 1.0, model.nq),
+    )
+
+    @jax.jit
+    def both(model, q, v):
+        own = [
+            j.passive_force(q[oq : oq + j.nq], v[ov : ov + j.nv])
+            for j, oq, ov in zip(
+                model.joints, model.topology.q_offsets, model.topology.v_offsets, strict=True
+            )
+        ]
+        return jd.joint_forces(model, q, v), jnp.concatenate(own)
+
+    got, expected = both(model, q, v)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    # the stops and springs act: without them the forces differ
+    plain = model.with_joint_params(
+        stop_stiffness=np.zeros(model.nq), spring_stiffness=np.zeros(model.nv)
+    )
+    assert np.abs(np.asarray(got - both(plain, q, v)[0])).max() > 0.1
+
+
 def test_no_nan_gradients_at_neutral_and_zero_velocity():
+    """Gradients at the neutral configuration (identity quaternions, zero angles) and zero
+    velocity, through `integrate(q, dq)` at `dq = 0` (the exponential maps at zero) and
+    directly in `q`, finite. `aba`, `forward_dynamics`, `rnea` and `crba` (every model leaf,
+    `q`, `v`, `tau`, `f_ext`) are checked there in `test_gradients.test_no_nan_at_neutral_and_limits`
+    on a tree of every joint class; here the other functions of the state."""
     model = random_tree(6, nbodies=14)
     q = model.neutral()
     z = jnp.zeros(model.nv)
 
-    def total(dq, v, tau):
-        qq = model.integrate(q, dq)
+    def total(qq, v):
         return (
-            jnp.sum(jd.aba(model, qq, v, tau))
-            + jnp.sum(jd.rnea(model, qq, v, tau))
-            + jnp.sum(jd.crba(model, qq))
-            + jd.kinetic_energy(model, qq, v)
+            jd.kinetic_energy(model, qq, v)
             + jd.potential_energy(model, qq)
             + jnp.sum(jd.centroidal_momentum(model, qq, v))
             + jnp.sum(jd.jacobian(model, qq, "tool"))
             + jnp.sum(jd.joint_forces(model, qq, v))
         )
 
-    for g in jax.jit(jax.grad(total, argnums=(0, 1, 2)))(z, z, z):
+    def both(dq, v):
+        along = jax.grad(lambda dq, v: total(model.integrate(q, dq), v), argnums=(0, 1))(dq, v)
+        return along, jax.grad(total)(q, v)
+
+    for g in jax.tree.leaves(jax.jit(both)(z, z)):
         assert jnp.all(jnp.isfinite(g))
-    # directly in q as well (quaternions at identity)
-    g = jax.jit(jax.grad(lambda qq: jnp.sum(jd.aba(model, qq, z, z))))(q)
-    assert jnp.all(jnp.isfinite(g))
 
 
 def test_bad_shapes_raise():
