@@ -407,8 +407,15 @@ def _special_states(model):
     ]
 
 
-@pytest.mark.parametrize("name", WITH_RULES)
-@pytest.mark.parametrize("model_name", ["tree", "panda"])
+#: The rule's functions on the tree and panda; `rnea` and `crba` on the tree too (their
+#: programs are compiled for `test_rules_match_autodiff` already).
+NAN_CASES = [(m, n) for m in ("tree", "panda") for n in WITH_RULES] + [
+    ("tree", "rnea"),
+    ("tree", "crba"),
+]
+
+
+@pytest.mark.parametrize(("model_name", "name"), NAN_CASES)
 def test_no_nan_at_neutral_and_limits(model_name, name):
     """Every gradient (every model leaf included) and `jacfwd` finite, rules on."""
     model, _, w = _setup(model_name)

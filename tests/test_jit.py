@@ -179,8 +179,9 @@ def test_traced_model_concrete_states(batch):
     assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(g))
 
 
-def _run(code: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+def _run(code: str, keep_xla_flags: bool = False) -> subprocess.CompletedProcess:
+    """`python -c code` in a fresh process, without the tests' `XLA_FLAGS` unless kept."""
+    env = {k: v for k, v in os.environ.items() if keep_xla_flags or k != "XLA_FLAGS"}
     return subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )
@@ -188,7 +189,9 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 def test_use_low_latency_cpu_sets_both_and_changes_the_schedule():
     """In a fresh process: both settings are made, a jitted call still gives the same result,
-    and the flag reaches XLA (the compiled program's kernel order differs from the default)."""
+    and the flag reaches XLA (the compiled program's kernel order differs from the default).
+    Both processes keep the tests' XLA flags (lowest backend level: a faster compile; the
+    scheduler runs at every level)."""
     code = """
 import os, jax, jax.numpy as jnp, numpy as np
 import jointdyn as jd
@@ -209,7 +212,7 @@ print(f.lower(model, q, v, v).compile().as_text().split("ENTRY")[1])
     tests_dir = os.path.dirname(__file__)
     outs = {}
     for low in (False, True):
-        r = _run(f"import sys; sys.path.insert(0, {tests_dir!r})\nLOW = {low}\n" + code)
+        r = _run(f"import sys; sys.path.insert(0, {tests_dir!r})\nLOW = {low}\n" + code, True)
         assert r.returncode == 0, r.stderr[-3000:]
         first, _, hlo = r.stdout.partition("\n")
         outs[low] = (np.asarray(eval(first)), hlo)  # noqa: S307 - our own printed list
