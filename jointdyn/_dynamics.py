@@ -28,6 +28,7 @@ from ._kinematics import (
     hinge_times,
     hinge_transpose_times,
     joint_terms,
+    qdot_from_v,
     world_inertias,
 )
 from ._linalg import add, cross, identity, matmul, matvec, rmatvec, spd_inverse, sub
@@ -431,7 +432,7 @@ def joint_forces(
     """
     _check_sizes(model, q=q, v=v)
     model = astype(model, _dtype(q, v))
-    qdot = map_joints(model, lambda j, qj, vj: j.qdot_from_v(qj, vj), q=q, v=v, q_out=True)
+    qdot = qdot_from_v(model, q, v)
     p = functools.partial(joint_params, model)
     f_q = stop_force(
         q,

@@ -409,6 +409,11 @@ def center_of_mass(model: Model, q: Float[Array, " nq"]) -> Float[Array, "3"]:
     return jnp.sum(m[:, None] * c_W, 0) / jnp.sum(m)
 
 
+def qdot_from_v(model: Model, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Array:
+    """`q̇ = N(q) v`, joint by joint (quaternion rates, `[cos, sin]` rates, …)."""
+    return map_joints(model, lambda j, qj, vj: j.qdot_from_v(qj, vj), q=q, v=v, q_out=True)
+
+
 def armature(model: Model) -> Array:
     """Every joint's `params.armature`, one entry per DOF (nv,): the rotor inertias that
     `crba`, `aba`, `rnea` and `kinetic_energy` add on the diagonal of `M`."""

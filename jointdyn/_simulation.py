@@ -36,10 +36,10 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._contact import GroundContact, contact_forces, contact_point_forces
 from ._dynamics import crba, forward_dynamics, joint_forces, rnea
+from ._kinematics import qdot_from_v
 from ._model import Model
 from ._precision import full_precision
 from ._scan import checkpointed_scan
-from ._traversal import map_joints
 
 INTEGRATORS = ("semi_implicit_euler", "rk4", "implicit")
 
@@ -195,11 +195,6 @@ def rollout(
 
     (_, _), (qs, vs, forces) = checkpointed_scan(body, (q0, v0), xs, checkpoint=checkpoint)
     return Trajectory(jnp.concatenate([q0[None], qs]), jnp.concatenate([v0[None], vs]), forces)
-
-
-def qdot_from_v(model: Model, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Array:
-    """`q̇ = N(q) v`, joint by joint (quaternion rates, `[cos, sin]` rates, …)."""
-    return map_joints(model, lambda j, qj, vj: j.qdot_from_v(qj, vj), q=q, v=v, q_out=True)
 
 
 def vector_field(
