@@ -33,12 +33,19 @@ def differentiation_rules(enabled: bool = True) -> Iterator[None]:
     it was traced with (call `jax.grad`, or a fresh `jax.jit`, inside the block). For tests
     and comparisons; the rules give the same derivatives, faster and with smaller programs.
     """
-    old = rules_enabled()
-    _state.enabled = bool(enabled)
+    with _setting("enabled", bool(enabled), True):
+        yield
+
+
+@contextlib.contextmanager
+def _setting(name: str, value, default) -> Iterator[None]:
+    """This thread's `_state.<name>` set to `value` inside, restored after."""
+    old = getattr(_state, name, default)
+    setattr(_state, name, value)
     try:
         yield
     finally:
-        _state.enabled = old
+        setattr(_state, name, old)
 
 
 def is_zero(t) -> bool:
@@ -67,6 +74,58 @@ def partial_jvp(fn: Callable, primals: tuple, tangents: tuple, primal_out: bool 
 
     out, tangent = jax.jvp(along, tuple(leaves[i] for i in live), tuple(tleaves[i] for i in live))
     return (out, tangent) if primal_out else tangent
+
+
+#: How many tangents mapped at once (at fixed primals) count as "many": rules may then
+#: compute full Jacobians once instead of one tangent per lane (`tangent_only_lanes`).
+MANY_TANGENTS = 5
+
+
+@contextlib.contextmanager
+def tangent_lanes_hint(lanes: int) -> Iterator[None]:
+    """Rules traced inside see `lanes` from `tangent_only_lanes` (for any tangent that is not a
+    symbolic zero): `jit_unless_traced` sets it around a jitted call under an un-jitted
+    `jax.jacfwd`, whose rule is traced by the jitted call's own JVP, where the lanes no longer
+    show on the tracers."""
+    with _setting("lanes", int(lanes), 0):
+        yield
+
+
+def jvp_tangent_lanes(tracers) -> int:
+    """`tangent_only_lanes` for the arguments of a call under an un-jitted transformation:
+    the tangents and primals of its `jax.jvp` tracers (their `tangent`, `primal`)."""
+    pairs = [(getattr(x, "primal", x), getattr(x, "tangent", None)) for x in tracers]
+    return tangent_only_lanes([p for p, _ in pairs], [t for _, t in pairs])
+
+
+def tangent_only_lanes(primals, tangents) -> int:
+    """How many lanes a `vmap` maps some of `tangents` over while every primal is constant
+    along it (as `jax.jacfwd` does: one lane per input coordinate), seen from inside a
+    `custom_jvp` rule; 0 when no such `vmap` is there.
+
+    JAX has no public way to ask this: it is read from the tangents' batching tracers (their
+    trace, `batch_dim` and `val`), and is 0 whenever those attributes are missing. A rule may
+    use it only to choose between two ways of computing the same tangent (say, full Jacobians
+    once instead of one tangent sweep per lane), never to change what it computes. Inside
+    `tangent_lanes_hint(n)`, at least `n` for any tangent that is not a symbolic zero.
+    """
+    Tracer = jax.core.Tracer
+    hint = getattr(_state, "lanes", 0)
+    traces = {
+        id(getattr(x, "_trace", None)) for x in jax.tree.leaves(primals) if isinstance(x, Tracer)
+    }
+    lanes = 0
+    for t in jax.tree.leaves(tangents, is_leaf=lambda x: x is None or is_zero(x)):
+        if t is None or is_zero(t) or not isinstance(t, Tracer):
+            continue
+        lanes = max(lanes, hint)
+        trace, axis, val = (getattr(t, a, None) for a in ("_trace", "batch_dim", "val"))
+        if trace is None or id(trace) in traces or type(axis) is not int:
+            continue
+        shape = getattr(val, "shape", ())
+        if 0 <= axis < len(shape):
+            lanes = max(lanes, int(shape[axis]))
+    return lanes
 
 
 def instantiate(t, like):

@@ -9,7 +9,7 @@ from typing import Any
 
 import jax
 
-from ._autodiff import rules_enabled
+from ._autodiff import MANY_TANGENTS, jvp_tangent_lanes, rules_enabled, tangent_lanes_hint
 from ._packed import unpacked
 from ._precision import full_precision
 
@@ -159,7 +159,9 @@ def jit_unless_traced(fn: Callable) -> Callable:
     first such call, not at import, so importing jointdyn starts no backend, and once per
     state of `differentiation_rules` (read while tracing); under an un-jitted transformation
     it is a plain `jax.jit` (the transformation may stage it inside a program of its own, as
-    `grad` does, where a nested jit takes no compiler options). A `PackedModel` argument is
+    `grad` does, where a nested jit takes no compiler options). Under an un-jitted
+    `jax.jacfwd` the number of its tangent lanes is passed to the rules traced by the jitted
+    call's JVP (`tangent_lanes_hint`), which cannot see them on their tracers. A `PackedModel` argument is
     unpacked inside (`accepts_packed`).
     """
     jitted = {}  # per state of `differentiation_rules` (read when tracing), and per kind
@@ -172,10 +174,16 @@ def jit_unless_traced(fn: Callable) -> Callable:
             return inner(*args, **kwargs)
         # an un-jitted transformation may stage the call into a program of its own (`grad`
         # linearizes): there the jit is nested, and a nested jit takes no compiler options
-        key = (rules_enabled(), bool(tracers))
+        # an un-jitted `jax.jacfwd`: its lanes do not show inside the jitted call's JVP, where
+        # the rules are traced; they are passed on (`tangent_lanes_hint`)
+        lanes = jvp_tangent_lanes(tracers) if tracers else 0
+        key = (rules_enabled(), bool(tracers), lanes >= MANY_TANGENTS)
         if key not in jitted:  # a closure of its own: jit caches traces by function
             fresh = functools.wraps(fn)(lambda *a, **k: inner(*a, **k))
             jitted[key] = jax.jit(fresh) if key[1] else jit(fresh)
-        return jitted[key](*args, **kwargs)
+        if not key[2]:
+            return jitted[key](*args, **kwargs)
+        with tangent_lanes_hint(lanes):
+            return jitted[key](*args, **kwargs)
 
     return wrapper

@@ -46,9 +46,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._autodiff import is_zero
 from ._compile import jit_unless_traced
+from ._composite import Composite
 from ._dtype import astype
 from ._dynamics import _aba_setup, _aba_sweep, _check_sizes, _rnea_forward
+from ._joints_rotation import Ball, Free, RevoluteUnbounded
 from ._kinematics import (
     WorldInertia,
     _dtype,
@@ -57,6 +60,8 @@ from ._kinematics import (
     _velocity_product,
     dof_columns,
     joint_terms,
+    qdot_from_v,
+    v_from_qdot,
 )
 from ._linalg import cross, matmul, matvec
 from ._model import Model
@@ -235,3 +240,63 @@ def aba_derivatives(
     solve = lambda b: _aba_sweep(p, fac, None, None, b, None)  # noqa: E731
     M_inv = jax.vmap(solve, out_axes=1)(jnp.eye(nv, dtype=dtype))  # column k: M⁻¹ e_k
     return ABADerivatives(vdot, -M_inv @ dtau_dq, -M_inv @ dtau_dv, M_inv)
+
+
+def _one_radial_rate(joint) -> bool:
+    """Whether `joint` has at most one coordinate more than velocities, and that one is the
+    radial rate of a unit vector (a quaternion, `[cos, sin]`) spanned by `(I − N V) q`
+    (`N`: `qdot_from_v`, `V`: `v_from_qdot`)."""
+    if joint.nq == joint.nv:
+        return True
+    if isinstance(joint, Composite):
+        return joint.nq - joint.nv == 1 and all(_one_radial_rate(j) for j in joint.joints)
+    return isinstance(joint, Ball | Free | RevoluteUnbounded)
+
+
+def dense_tangent_supported(model: Model) -> bool:
+    """Whether `rnea_tangent_from_jacobians` covers every joint of `model` (static)."""
+    return all(_one_radial_rate(j) for j in model.joints)
+
+
+def rnea_tangent_from_jacobians(model: Model, p: Plan, t, q, v, vdot, f_ext, dq, dv, along_q):
+    """`∂RNEA/∂q · dq + ∂RNEA/∂v · dv` (at `v̇`, ambient `dq`) as `A x`: `A` from the analytic
+    Jacobians, `x` from the tangents (None when both are symbolic zeros), for
+    many tangents at once (ABA's rule under `jax.jacfwd`): the Jacobians depend on the primal
+    only, so under a `vmap` of the tangents they are computed once and each lane costs two
+    matrix-vector products, where the tangent of the recursion costs a sweep per lane.
+
+    `dq` is an ambient tangent (nq). With `V = v_from_qdot`, `N = qdot_from_v`:
+
+        dq = N δ + Σ_k ρ_k z_k,   δ = V dq,   z_k = (I − N V) q on joint k's coordinates
+
+    (joints with one coordinate more than velocities: a quaternion's or `[cos, sin]`'s radial
+    direction; `ρ_k = ⟨z_k, dq − N δ⟩ / |z_k|²`). Along `N δ` the derivative is the tangent-space
+    Jacobian (`q ⊕ ε δ` moves as `N δ`); along each `z_k` it is `along_q(z_k)`, the tangent of
+    RNEA along that one direction (a few directions, independent of the lanes).
+    """
+    dtau_dq, dtau_dv = _rnea_derivatives(model, p, t, q, v, vdot, f_ext)
+    blocks, xs = [], []
+    if not is_zero(dq):
+        delta = v_from_qdot(model, q, dq)
+        blocks.append(dtau_dq)
+        xs.append(delta)
+        rows = [
+            np.arange(o, o + j.nq)
+            for j, o in zip(model.joints, model.topology.q_offsets, strict=True)
+            if j.nq > j.nv
+        ]
+        if rows:
+            mask = np.zeros((len(rows), model.nq))
+            for k, r in enumerate(rows):
+                mask[k, r] = 1.0
+            z = q - qdot_from_v(model, q, v_from_qdot(model, q, q))
+            Z = jnp.asarray(mask, q.dtype) * z  # (k, nq)
+            zz = jnp.sum(Z * Z, 1)
+            blocks.append(jax.vmap(along_q, out_axes=1)(Z))  # (nv, k)
+            xs.append((Z @ (dq - qdot_from_v(model, q, delta))) / jnp.where(zz > 0, zz, 1.0))
+    if not is_zero(dv):
+        blocks.append(dtau_dv)
+        xs.append(dv)
+    if not blocks:
+        return None
+    return jnp.concatenate(blocks, 1), jnp.concatenate(xs)

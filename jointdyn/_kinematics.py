@@ -414,6 +414,13 @@ def qdot_from_v(model: Model, q: Float[Array, " nq"], v: Float[Array, " nv"]) ->
     return map_joints(model, lambda j, qj, vj: j.qdot_from_v(qj, vj), q=q, v=v, q_out=True)
 
 
+def v_from_qdot(model: Model, q: Float[Array, " nq"], qdot: Float[Array, " nq"]) -> Array:
+    """`v` from `q̇`, joint by joint: the left inverse of `qdot_from_v` (`v_from_qdot(q,
+    N(q) v) = v`), blind to the part of `q̇` off the configuration manifold (a quaternion's
+    radial rate)."""
+    return map_joints(model, lambda j, qj, qdj: j.v_from_qdot(qj, qdj), q=q, q2=qdot, v_out=True)
+
+
 def armature(model: Model) -> Array:
     """Every joint's `params.armature`, one entry per DOF (nv,): the rotor inertias that
     `crba`, `aba`, `rnea` and `kinetic_energy` add on the diagonal of `M`."""

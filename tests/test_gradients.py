@@ -39,6 +39,8 @@ from robots import load_jointdyn
 from trees import random_inertia, random_tree
 
 import jointdyn as jd
+import jointdyn._autodiff as jd_autodiff
+import jointdyn._dynamics as dyn
 
 jax.config.update("jax_enable_x64", True)
 
@@ -298,6 +300,78 @@ def test_rules_match_autodiff(model_name, name):
     # largest quantities here (solo12's light legs: |v̇| ~ 1e3), rounded to ~2e-10 of its size
     _check_leaves(grads, ref_grads, 3e-10, f"{model_name} {name} grad")
     _check_leaves(jac, J[1:4], 1e-10, f"{model_name} {name} jacfwd")
+
+
+def test_many_tangents_take_the_jacobians(monkeypatch):
+    """ABA's rule takes its `q`, `v` terms from the analytic Jacobians (`_dense_tangent`)
+    exactly when many tangents are mapped at fixed primals: `jax.jacfwd` (traced, un-jitted,
+    under a `vmap` of states), not `jax.grad`, `jax.jvp`, a `vmap` of states and tangents
+    together, or a `vmap` of fewer than `MANY_TANGENTS` tangents. (Both give the same tangent:
+    `test_rules_match_autodiff` checks `jacfwd` through this path against op-by-op autodiff.)"""
+    calls = []
+    dense = dyn._dense_tangent
+
+    def counted(*args):
+        calls.append(1)
+        return dense(*args)
+
+    monkeypatch.setattr(dyn, "_dense_tangent", counted)
+    model, (q, v, u, _), _ = _setup("panda")
+    Q, V = jnp.stack([q] * 6), jnp.stack([v] * 6)  # more lanes than MANY_TANGENTS
+
+    def aba(q, v):
+        return jd.aba(model, q, v, u)
+
+    def uses_jacobians(fn, *args, trace=True) -> bool:
+        calls.clear()
+        jax.make_jaxpr(fn)(*args) if trace else jax.block_until_ready(fn(*args))
+        return bool(calls)
+
+    lanes = jax.jacfwd(aba, argnums=(0, 1))
+    jax.clear_caches()  # the un-jitted call must trace its jitted function now
+    assert uses_jacobians(lanes, q, v, trace=False)  # the lanes passed to the jitted call
+    assert uses_jacobians(lanes, q, v)
+    assert uses_jacobians(jax.jacfwd(aba, argnums=1), q, v)  # nv = 9 lanes
+    assert uses_jacobians(jax.vmap(lanes), Q, V)
+    assert not uses_jacobians(jax.grad(lambda q, v: jnp.sum(aba(q, v))), q, v)
+    assert not uses_jacobians(lambda q, v: jax.jvp(aba, (q, v), (q, v)), q, v)
+    assert not uses_jacobians(jax.vmap(lambda q, v: jax.jvp(aba, (q, v), (q, v))), Q, V)
+    few = jnp.stack([v] * (jd_autodiff.MANY_TANGENTS - 1))
+    assert not uses_jacobians(
+        lambda q, v: jax.vmap(lambda dv: jax.jvp(aba, (q, v), (jnp.zeros_like(q), dv)))(few), q, v
+    )
+
+
+def test_many_tangents_with_composite_unit_vectors():
+    """`jax.jacfwd` through the Jacobians on `Composite` joints holding a quaternion or a
+    `[cos, sin]` (one radial coordinate each) equals op-by-op autodiff; a joint with two
+    radial coordinates is left to the tangent sweep."""
+    rng = np.random.default_rng(3)
+    ru = jd.RevoluteUnbounded(rng.normal(size=3))
+    b = jd.ModelBuilder()
+    b.add_body("a", random_inertia(rng), "world", jd.Free())
+    parent = "a"
+    for name, joint in [
+        ("b", jd.Composite([jd.Ball(), jd.Prismatic(rng.normal(size=3))])),
+        ("c", jd.Composite([jd.Revolute(rng.normal(size=3)), ru])),
+    ]:
+        X_PF = jd.Transform.from_rpy(rng.normal(size=3), rng.normal(0, 0.3, 3))
+        b.add_body(name, random_inertia(rng), parent, joint, X_PF=X_PF)
+        parent = name
+    model = b.build()
+    assert jd._derivatives.dense_tangent_supported(model)
+    two = jd.Composite([jd.Ball(), jd.Prismatic(rng.normal(size=3)), ru])
+    assert not jd._derivatives._one_radial_rate(two)
+    q = _random_q(model, jax.random.PRNGKey(0))
+    v, u = jnp.linspace(-1.0, 1.0, model.nv), jnp.linspace(0.5, -0.5, model.nv)
+
+    def jac():  # a fresh function per call: a traced one keeps its trace
+        return jax.jit(jax.jacfwd(lambda *a: jd.aba(model, *a), argnums=(0, 1, 2)))
+
+    got = jac()(q, v, u)
+    with jd.differentiation_rules(False):
+        ref = jac()(q, v, u)
+    _check_leaves(got, ref, 1e-10, "composites jacfwd")
 
 
 # --------------------------------------------------------------------------------------------
