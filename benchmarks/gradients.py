@@ -150,6 +150,7 @@ def bench(name: str, a: argparse.Namespace) -> list[list]:
     cases = [
         (x, w, lo)
         for x in a.algorithms.split(",")
+        if x
         for w in a.wrt.split(",")
         for lo in a.loss.split(",")
     ]
