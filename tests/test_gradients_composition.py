@@ -167,8 +167,9 @@ def test_batched_gradient_in_some_inputs(name):
 
 
 def test_no_batch_last_fallback_in_gradients(monkeypatch):
-    """Tracing `jax.grad` and `jax.jacfwd` of `jd.batched(jd.aba)` (batch-last chunks)
-    needs no `batch_last` fallback: the rule itself runs batch-last."""
+    """Tracing `jax.grad` and `jax.jacfwd` of `jd.batched(jd.aba)` (batch-last chunks), and
+    `jd.batched(jax.jacfwd(jd.aba))`, needs no `batch_last` fallback: the rule itself runs
+    batch-last."""
     model, (q, v, tau), _, w = _batch_setup()
     recorded = []
     fallback = bl._fallback
@@ -191,6 +192,9 @@ def test_no_batch_last_fallback_in_gradients(monkeypatch):
 
         jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2, 3)))(model, q, v, tau)
         jax.make_jaxpr(jax.jacfwd(f, argnums=(1, 2, 3)))(model, q, v, tau)
+    # `jacfwd` inside the chunks: the rule's analytic Jacobians (`_dense_tangent`) batch-last
+    jacobians = jax.jacfwd(jd.aba, argnums=(1, 2, 3))
+    jax.make_jaxpr(jd.batched(jacobians, (None, 0, 0, 0), chunk_size=2))(model, q, v, tau)
     assert not recorded, f"batch_last fell back to vmap for {sorted(set(recorded))}"
 
 
