@@ -58,14 +58,16 @@ def aba_derivatives(model, q, v, tau, f_ext=None):
 
 @jax.jit
 def autodiff_aba(model, q, v, tau, f_ext):
-    """`aba` and its `jax.jacfwd` in (q ⊕ dq, v, tau) at dq = 0: the reference (jitted once per
-    model; `f_ext` zero is the same as none)."""
+    """`aba` and its `jax.jacfwd` in (q ⊕ dq, v, tau) at dq = 0, op by op: the reference
+    (jitted once per model; `f_ext` zero is the same as none). Traced with the rules off: with
+    them on, `jacfwd` takes the very Jacobians under test (`_dynamics._dense_tangent`)."""
 
     def f(dq, v, tau):
         out = jd.aba(model, model.integrate(q, dq), v, tau, f_ext)
         return out, out
 
-    jac, value = jax.jacfwd(f, argnums=(0, 1, 2), has_aux=True)(jnp.zeros_like(v), v, tau)
+    with jd.differentiation_rules(False):
+        jac, value = jax.jacfwd(f, argnums=(0, 1, 2), has_aux=True)(jnp.zeros_like(v), v, tau)
     return value, jac
 
 
