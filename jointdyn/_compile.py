@@ -161,8 +161,8 @@ def jit_unless_traced(fn: Callable) -> Callable:
     it is a plain `jax.jit` (the transformation may stage it inside a program of its own, as
     `grad` does, where a nested jit takes no compiler options). Under an un-jitted
     `jax.jacfwd` the number of its tangent lanes is passed to the rules traced by the jitted
-    call's JVP (`tangent_lanes_hint`), which cannot see them on their tracers. A `PackedModel` argument is
-    unpacked inside (`accepts_packed`).
+    call's JVP (`tangent_lanes_hint`), which cannot see them on their tracers. A
+    `PackedModel` argument is unpacked inside (`accepts_packed`).
     """
     jitted = {}  # per state of `differentiation_rules` (read when tracing), and per kind
     inner = full_precision(accepts_packed(fn))

@@ -239,7 +239,7 @@ def _aba_jvp(primals, tangents):
     of `q` or `v` at fixed primals, read from the tracers by `tangent_only_lanes`) take the
     `q`, `v` terms from the analytic Jacobians instead (`_dense_tangent`): computed once, then
     a product per lane, where the tangent of the recursion is a sweep per lane (batched
-    `jacfwd(aba)` in `(q, v, tau)` / `aba_derivatives`: g1 32× → ~1.7×). Same tangent, to
+    `jacfwd(aba)` in `(q, v, tau)` / `aba_derivatives`: g1 32× → ~1.8×). Same tangent, to
     rounding; any other call (`grad`, `jvp`, `vmap` of both) takes the path above.
 
     `custom_jvp` rather than `custom_vjp`, because one rule then serves `jvp`, `jacfwd`,
