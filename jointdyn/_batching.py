@@ -16,6 +16,7 @@ across them with `shard_map`, so every core works on its share.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from ._autodiff import MANY_TANGENTS, jvp_tangent_lanes, tangent_lanes_hint
 from ._batch_last import _axes, batch_last
 
 CPU_CHUNK_SIZE = 32
@@ -81,14 +83,20 @@ def batched(
             return jax.lax.map(lambda xs: fn(*_fill(args, axes, xs)), mapped, batch_size=int(size))
 
         mesh = _mesh(args, axes) if shard else None
-        if mesh is None:
-            return local(*args)
-        specs = tuple(PartitionSpec("batch") if a == 0 else PartitionSpec() for a in axes)
-        # check_vma=False: `batch_last` binds primitives itself, without the `pvary` that JAX's
-        # own wrappers insert where a per-shard value meets a replicated one; no collectives.
-        return jax.shard_map(
-            local, mesh=mesh, in_specs=specs, out_specs=PartitionSpec("batch"), check_vma=False
-        )(*args)
+        # under `jax.jacfwd` (tangent lanes at fixed primals) the chunks' program is
+        # differentiated before it is mapped: the rules traced for it are told the lanes
+        tracers = [x for x in jax.tree.leaves(args) if isinstance(x, jax.core.Tracer)]
+        lanes = jvp_tangent_lanes(tracers) if tracers else 0
+        with tangent_lanes_hint(lanes) if lanes >= MANY_TANGENTS else contextlib.nullcontext():
+            if mesh is None:
+                return local(*args)
+            specs = tuple(PartitionSpec("batch") if a == 0 else PartitionSpec() for a in axes)
+            # check_vma=False: `batch_last` binds primitives itself, without the `pvary` that
+            # JAX's own wrappers insert where a per-shard value meets a replicated one; no
+            # collectives.
+            return jax.shard_map(
+                local, mesh=mesh, in_specs=specs, out_specs=PartitionSpec("batch"), check_vma=False
+            )(*args)
 
     wrapped.__doc__ = f"Batched `{getattr(fn, '__name__', 'fn')}` (see `jointdyn.batched`)."
     return wrapped

@@ -306,7 +306,7 @@ def test_rules_match_autodiff(model_name, name):
 def test_many_tangents_take_the_jacobians(monkeypatch):
     """ABA's rule takes its `q`, `v` terms from the analytic Jacobians (`_dense_tangent`)
     exactly when many tangents are mapped at fixed primals: `jax.jacfwd` (traced, un-jitted,
-    under a `vmap` of states), not `jax.grad`, `jax.jvp`, a `vmap` of states and tangents
+    under a `vmap` of states, around `jd.batched`), not `jax.grad`, `jax.jvp`, a `vmap` of states and tangents
     together, or a `vmap` of fewer than `MANY_TANGENTS` tangents. (Both give the same tangent:
     `test_rules_match_autodiff` checks `jacfwd` through this path against op-by-op autodiff.)"""
     calls = []
@@ -336,6 +336,7 @@ def test_many_tangents_take_the_jacobians(monkeypatch):
     assert uses_jacobians(lanes, q, v)
     assert uses_jacobians(jax.jacfwd(aba, argnums=1), q, v)  # nv = 9 lanes
     assert uses_jacobians(jax.vmap(lanes), Q, V)
+    assert uses_jacobians(jax.jacfwd(jd.batched(aba, chunk_size=2)), Q, V)  # lanes told inside
     assert not uses_jacobians(jax.grad(lambda q, v: jnp.sum(aba(q, v))), q, v)
     assert not uses_jacobians(lambda q, v: jax.jvp(aba, (q, v), (q, v)), q, v)
     assert not uses_jacobians(jax.vmap(lambda q, v: jax.jvp(aba, (q, v), (q, v))), Q, V)
