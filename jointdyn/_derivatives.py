@@ -50,7 +50,7 @@ from ._autodiff import is_zero
 from ._compile import jit_unless_traced
 from ._composite import Composite
 from ._dtype import astype
-from ._dynamics import _aba_setup, _aba_sweep, _check_sizes, _rnea_forward
+from ._dynamics import _aba_setup, _aba_sweep, _check_sizes, _mass_inverse, _rnea_forward
 from ._joints_rotation import Ball, Free, RevoluteUnbounded
 from ._kinematics import (
     WorldInertia,
@@ -236,9 +236,7 @@ def aba_derivatives(
     p, t, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
     vdot = _aba_sweep(p, fac, pA0, c, tau, a0)
     dtau_dq, dtau_dv = _rnea_derivatives(model, p, t, q, v, vdot, f_ext)
-    nv, dtype = model.nv, vdot.dtype
-    solve = lambda b: _aba_sweep(p, fac, None, None, b, None)  # noqa: E731
-    M_inv = jax.vmap(solve, out_axes=1)(jnp.eye(nv, dtype=dtype))  # column k: M⁻¹ e_k
+    M_inv = _mass_inverse(p, fac, model.nv, vdot.dtype)
     return ABADerivatives(vdot, -M_inv @ dtau_dq, -M_inv @ dtau_dv, M_inv)
 
 

@@ -302,12 +302,19 @@ def _dense_tangent(model, p, t, fac, q, v, vdot, f_ext, dq, dv, rhs, rnea_at_kin
 
         return jax.jvp(rnea_at, (q,), (z,))[1]
 
-    eye = identity(model.nv, vdot.dtype)
-    M_inv = jax.vmap(lambda b: _aba_sweep(p, fac, None, None, b, None), out_axes=1)(eye)
+    M_inv = _mass_inverse(p, fac, model.nv, vdot.dtype)
     Ax = _derivatives().rnea_tangent_from_jacobians(model, p, t, q, v, vdot, f_ext, dq, dv, along_q)
     if Ax is not None:
         rhs = -(Ax[0] @ Ax[1]) if rhs is None else rhs - Ax[0] @ Ax[1]
     return jnp.zeros_like(vdot) if rhs is None else M_inv @ rhs
+
+
+def _mass_inverse(p, fac, nv: int, dtype) -> Array:
+    """`M(q)⁻¹` (nv × nv) from ABA's factorisation (`_articulated_inertias`): the linear sweep
+    on the unit vectors, column k = `M⁻¹ e_k`. No LAPACK call (it runs inside `shard_map` on
+    several CPU devices and stays cheap on GPU)."""
+    solve = lambda b: _aba_sweep(p, fac, None, None, b, None)  # noqa: E731
+    return jax.vmap(solve, out_axes=1)(identity(nv, dtype))
 
 
 def _mass_times(p, t: JointTerms, I: WorldInertia, x: Array, armature: Array) -> Array:
