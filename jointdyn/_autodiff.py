@@ -86,16 +86,22 @@ def tangent_lanes_hint(lanes: int) -> Iterator[None]:
     """Rules traced inside see `lanes` from `tangent_only_lanes` (for any tangent that is not a
     symbolic zero): `jit_unless_traced` sets it around a jitted call under an un-jitted
     `jax.jacfwd`, whose rule is traced by the jitted call's own JVP, where the lanes no longer
-    show on the tracers."""
+    show on the tracers. `lanes = 0` leaves the setting as it is."""
+    if not lanes:
+        yield
+        return
     with _setting("lanes", int(lanes), 0):
         yield
 
 
-def jvp_tangent_lanes(tracers) -> int:
-    """`tangent_only_lanes` for the arguments of a call under an un-jitted transformation:
-    the tangents and primals of its `jax.jvp` tracers (their `tangent`, `primal`)."""
+def jacfwd_lanes(tracers) -> int:
+    """The lanes to pass on (`tangent_lanes_hint`) into a program whose rules are traced by a
+    JVP of its own (a jitted call, `jd.batched`'s chunks) when it is called with these
+    argument tracers: `tangent_only_lanes` of their `jax.jvp` tangents and primals (`tangent`,
+    `primal`) when at least `MANY_TANGENTS`, else 0."""
     pairs = [(getattr(x, "primal", x), getattr(x, "tangent", None)) for x in tracers]
-    return tangent_only_lanes([p for p, _ in pairs], [t for _, t in pairs])
+    lanes = tangent_only_lanes([p for p, _ in pairs], [t for _, t in pairs])
+    return lanes if lanes >= MANY_TANGENTS else 0
 
 
 def tangent_only_lanes(primals, tangents) -> int:

@@ -16,7 +16,6 @@ across them with `shard_map`, so every core works on its share.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,8 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from ._autodiff import MANY_TANGENTS, jvp_tangent_lanes, tangent_lanes_hint
+from ._autodiff import jacfwd_lanes, tangent_lanes_hint
 from ._batch_last import _axes, batch_last
+from ._compile import _tracers
 
 CPU_CHUNK_SIZE = 32
 
@@ -85,9 +85,7 @@ def batched(
         mesh = _mesh(args, axes) if shard else None
         # under `jax.jacfwd` (tangent lanes at fixed primals) the chunks' program is
         # differentiated before it is mapped: the rules traced for it are told the lanes
-        tracers = [x for x in jax.tree.leaves(args) if isinstance(x, jax.core.Tracer)]
-        lanes = jvp_tangent_lanes(tracers) if tracers else 0
-        with tangent_lanes_hint(lanes) if lanes >= MANY_TANGENTS else contextlib.nullcontext():
+        with tangent_lanes_hint(jacfwd_lanes(_tracers(args, {}))):
             if mesh is None:
                 return local(*args)
             specs = tuple(PartitionSpec("batch") if a == 0 else PartitionSpec() for a in axes)

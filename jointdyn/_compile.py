@@ -9,7 +9,7 @@ from typing import Any
 
 import jax
 
-from ._autodiff import MANY_TANGENTS, jvp_tangent_lanes, rules_enabled, tangent_lanes_hint
+from ._autodiff import jacfwd_lanes, rules_enabled, tangent_lanes_hint
 from ._packed import unpacked
 from ._precision import full_precision
 
@@ -176,12 +176,12 @@ def jit_unless_traced(fn: Callable) -> Callable:
         # linearizes): there the jit is nested, and a nested jit takes no compiler options
         # an un-jitted `jax.jacfwd`: its lanes do not show inside the jitted call's JVP, where
         # the rules are traced; they are passed on (`tangent_lanes_hint`)
-        lanes = jvp_tangent_lanes(tracers) if tracers else 0
-        key = (rules_enabled(), bool(tracers), lanes >= MANY_TANGENTS)
+        lanes = jacfwd_lanes(tracers) if tracers else 0
+        key = (rules_enabled(), bool(tracers), bool(lanes))
         if key not in jitted:  # a closure of its own: jit caches traces by function
             fresh = functools.wraps(fn)(lambda *a, **k: inner(*a, **k))
             jitted[key] = jax.jit(fresh) if key[1] else jit(fresh)
-        if not key[2]:
+        if not lanes:
             return jitted[key](*args, **kwargs)
         with tangent_lanes_hint(lanes):
             return jitted[key](*args, **kwargs)
