@@ -108,6 +108,9 @@ class RevoluteUnbounded(AbstractJoint):
 
     X_FM = (c 1 + s [a]× + (1 − c) a aᵀ, 0)    H_FM = [a; 0]
     q̇ = [−s, c] θ̇        v = −s q̇₀ + c q̇₁
+
+    `X_FM` reads `[c, s] = q / |q|` (as Drake and MuJoCo normalise): a drifted `q` is still a
+    rotation, and nothing that depends on `q` through `X_FM` changes along `q`'s radial rate.
     """
 
     nq: ClassVar[int] = 2
@@ -122,7 +125,8 @@ class RevoluteUnbounded(AbstractJoint):
         self.params = JointParams.create(2, 1, jnp.array([1.0, 0.0]), **params)
 
     def X_FM(self, q):
-        R = cs_axis_to_rotmat(self.axis, q[0], q[1])
+        c, s = q / jnp.linalg.norm(q)  # on the unit circle: invariant along q's radial rate
+        R = cs_axis_to_rotmat(self.axis, c, s)
         return Transform(R, jnp.zeros(3, R.dtype))
 
     def H_FM(self, q):
@@ -283,7 +287,10 @@ class SpaceXYZ(AbstractJoint):
 class Ball(AbstractJoint):
     """Spherical joint: `q` a unit quaternion `[w, x, y, z]` (R_FM), `v = w_FM_F`.
 
-    X_FM = (R(q), 0)    H_FM = [1; 0]    q̇ = ½ [0; w] ⊗ q    q ⊕ w = exp(w) ⊗ q
+    X_FM = (R(q / |q|), 0)    H_FM = [1; 0]    q̇ = ½ [0; w] ⊗ q    q ⊕ w = exp(w) ⊗ q
+
+    `X_FM` normalises `q` (as Drake and MuJoCo do): a drifted `q` is still a rotation, and
+    nothing that depends on `q` through `X_FM` changes along `q`'s radial rate.
     """
 
     nq: ClassVar[int] = 4
@@ -296,7 +303,7 @@ class Ball(AbstractJoint):
         self.params = JointParams.create(4, 3, jnp.array([1.0, 0.0, 0.0, 0.0]), **params)
 
     def X_FM(self, q):
-        R = quat_to_rotmat(q)
+        R = quat_to_rotmat(quat_normalize(q))  # invariant along q's radial rate
         return Transform(R, jnp.zeros(3, R.dtype))
 
     def H_FM(self, q):
@@ -339,10 +346,11 @@ class Ball(AbstractJoint):
 class Free(AbstractJoint):
     """Six degrees of freedom: `q = [qw, qx, qy, qz, x, y, z]`, `v = [w_FM_F; v_FMo_F]`.
 
-        X_FM = (R(quat), p)    H_FM = 1₆    q̇ = [½ [0; w] ⊗ quat; v]
+        X_FM = (R(quat / |quat|), p)    H_FM = 1₆    q̇ = [½ [0; w] ⊗ quat; v]
         q ⊕ v = [exp(w) ⊗ quat; p + v]     (SO(3) × R³ with velocities in F)
 
-    Position limits apply to `x, y, z` only (entries 4..6).
+    Position limits apply to `x, y, z` only (entries 4..6). `X_FM` normalises `quat`, as
+    `Ball` does.
     """
 
     nq: ClassVar[int] = 7
@@ -356,7 +364,7 @@ class Free(AbstractJoint):
         self.params = JointParams.create(7, 6, neutral, **params)
 
     def X_FM(self, q):
-        return Transform(quat_to_rotmat(q[:4]), q[4:])
+        return Transform(quat_to_rotmat(quat_normalize(q[:4])), q[4:])
 
     def H_FM(self, q):
         return identity(6, dtype=q.dtype)

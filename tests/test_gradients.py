@@ -347,9 +347,10 @@ def test_many_tangents_take_the_jacobians(monkeypatch):
 
 
 def test_many_tangents_with_composite_unit_vectors():
-    """`jax.jacfwd` through the Jacobians on `Composite` joints holding a quaternion or a
-    `[cos, sin]` (one radial coordinate each) equals op-by-op autodiff; a joint with two
-    radial coordinates is left to the tangent sweep."""
+    """`jax.jacfwd` through the Jacobians on `Composite` joints holding quaternions and
+    `[cos, sin]`s, one or two per joint, equals op-by-op autodiff, on the unit spheres and off
+    them (`X_FM` reads unit vectors normalised: the ambient-to-tangent split is exact there
+    too)."""
     rng = np.random.default_rng(3)
     ru = jd.RevoluteUnbounded(rng.normal(size=3))
     b = jd.ModelBuilder()
@@ -358,24 +359,27 @@ def test_many_tangents_with_composite_unit_vectors():
     for name, joint in [
         ("b", jd.Composite([jd.Ball(), jd.Prismatic(rng.normal(size=3))])),
         ("c", jd.Composite([jd.Revolute(rng.normal(size=3)), ru])),
+        ("d", jd.Composite([jd.Ball(), jd.Prismatic(rng.normal(size=3)), ru])),
     ]:
         X_PF = jd.Transform.from_rpy(rng.normal(size=3), rng.normal(0, 0.3, 3))
         b.add_body(name, random_inertia(rng), parent, joint, X_PF=X_PF)
         parent = name
     model = b.build()
     assert jd._derivatives.dense_tangent_supported(model)
-    two = jd.Composite([jd.Ball(), jd.Prismatic(rng.normal(size=3)), ru])
-    assert not jd._derivatives._one_radial_rate(two)
-    q = _random_q(model, jax.random.PRNGKey(0))
+    unit = _random_q(model, jax.random.PRNGKey(0))
+    # every coordinate scaled: the unit vectors off their spheres (the rest moves too)
+    drifted = unit * jnp.linspace(0.8, 1.3, model.nq)
     v, u = jnp.linspace(-1.0, 1.0, model.nv), jnp.linspace(0.5, -0.5, model.nv)
 
     def jac():  # in q (the ambient-to-tangent split); a fresh function: one traced keeps its trace
         return jax.jit(jax.jacfwd(lambda *a: jd.aba(model, *a)))
 
-    got = jac()(q, v, u)
-    with jd.differentiation_rules(False):
-        ref = jac()(q, v, u)
-    _check_leaves(got, ref, 1e-10, "composites jacfwd")
+    with_rules, without = jac(), jac()  # each traced once, called at both points
+    for q in (unit, drifted):
+        got = with_rules(q, v, u)
+        with jd.differentiation_rules(False):
+            ref = without(q, v, u)
+        _check_leaves(got, ref, 1e-10, "composites jacfwd")
 
 
 # --------------------------------------------------------------------------------------------

@@ -96,6 +96,8 @@ def _evaluate(joint, q, q1, v, vdot, F):
     out["normalize(q_off)"] = q_n = joint.normalize(q_off)
     out["normalize(normalize(q_off))"] = joint.normalize(q_n)
     out["residual(normalize(q_off))"] = manifold_residual(joint, q_n)
+    out["X(q_off)"] = joint.X_FM(q_off).as_matrix()
+    out["X(normalize(q_off))"] = joint.X_FM(q_n).as_matrix()
     return out
 
 
@@ -289,6 +291,14 @@ def test_normalize(name, dtype):
     res = r["residual(normalize(q_off))"]
     _check(name, dtype, res, np.zeros_like(res))
     _check(name, dtype, "residual(q)", np.zeros_like(r["residual(q)"]))
+
+
+@parametrize_dtypes
+@parametrize_joints
+def test_pose_reads_unit_vectors_normalised(name, dtype):
+    """Off the unit spheres, `X_FM` is the pose of the normalised configuration (quaternions
+    and `[cos, sin]` read normalised, as Drake and MuJoCo do): still a rigid transform."""
+    _check(name, dtype, "X(q_off)", "X(normalize(q_off))")
 
 
 @parametrize_dtypes
