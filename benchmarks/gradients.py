@@ -9,7 +9,8 @@ For each robot, float64 (`--dtype`), batch `--batch` (4096), the batch split ove
   per-round ratios: the machine's speed drifts, a ratio inside one round does not);
 - the **cold compile** (trace + lower + XLA) of the jitted forward and gradient;
 - `jax.jacfwd(aba, argnums=(1, 2, 3))` under `jd.batched` against `jd.aba_derivatives`
-  (the analytic derivatives), per sample, paired ratio;
+  (the analytic derivatives), and `jax.jacfwd(rnea, argnums=(1, 2, 3))` against
+  `jd.rnea_derivatives` with `jd.crba` (`∂τ/∂v̇ = M`), per sample, paired ratio;
 - with `--wrt state`, the gradient in `(q, v, u)` only (trajectory optimisation's case),
   `--wrt all,state` both;
 - with `--loss inside` (or `outside,inside`), the same loss taken per sample inside the
@@ -188,6 +189,18 @@ def bench(name: str, a: argparse.Namespace) -> list[list]:
         row = [name, model.nv, "jacfwd(aba) / aba_derivatives", t_ad / B * 1e6, t_jf / B * 1e6]
         rows.append(row + [r, c_ad, c_jf, err])
         print(fmt(rows[-1]), flush=True)
+
+        def analytic(m, q, v, a):  # RNEA's Jacobians in (q, v, v̇): rnea_derivatives and crba
+            return (*jd.rnea_derivatives(m, q, v, a), jd.crba(m, q))
+
+        jf = jd.batched(jax.jacfwd(jd.rnea, argnums=(1, 2, 3)), (None, 0, 0, 0))
+        e_jf, c_jf = compiled(jf, args)
+        e_ad, c_ad = compiled(jd.batched(analytic, (None, 0, 0, 0)), args)
+        err = float(jnp.max(jnp.abs(e_jf(*args)[1] - e_ad(*args)[1])))
+        t_ad, t_jf, r = paired(blocking(e_ad, args), blocking(e_jf, args), a.rounds)
+        what = "jacfwd(rnea) / rnea_derivatives + crba"
+        rows.append([name, model.nv, what, t_ad / B * 1e6, t_jf / B * 1e6, r, c_ad, c_jf, err])
+        print(fmt(rows[-1]), flush=True)
     return rows
 
 
@@ -222,7 +235,9 @@ def main() -> None:
         f"jax {jax.__version__}, {_devices()}, batch {a.batch}, {a.dtype}. "
         "Rows 'jacfwd(aba) / aba_derivatives': forward = `jd.aba_derivatives`, gradient = "
         "`jax.jacfwd(jd.aba, argnums=(1, 2, 3))`, both under `jd.batched`; the last column is "
-        "their largest difference in ∂v̇/∂v.\n\n" + "\n".join(lines) + "\n"
+        "their largest difference in ∂v̇/∂v. Rows 'jacfwd(rnea) / …': forward = "
+        "`jd.rnea_derivatives` and `jd.crba`, gradient = `jax.jacfwd(jd.rnea, argnums=(1, 2, "
+        "3))`; the last column their largest difference in ∂τ/∂v.\n\n" + "\n".join(lines) + "\n"
     )
     print(text)
     if not a.no_write:

@@ -80,9 +80,15 @@ def rnea(
 
     **Arguments:** `f_ext` (nbodies, 6): `F_Bo_W`, the external force on each body at its origin,
     world axes. **Returns:** `tau` (nv).
+
+    **Derivatives**: `jax.jacfwd` goes through the analytic Jacobians (`rnea_derivatives`,
+    `crba`), computed once for all its lanes (see `_rnea_jvp`); `jax.grad`, `jax.jvp` through
+    RNEA's own tangent.
     """
     _check_sizes(model, q=q, v=v, vdot=vdot)
     model = astype(model, _dtype(q, v, vdot, f_ext))
+    if rules_enabled():
+        return _rnea_rule(model, q, v, vdot, f_ext)
     return _rnea(model, q, v, vdot, f_ext)
 
 
@@ -91,6 +97,44 @@ def _rnea(model: Model, q: Array, v: Array, vdot: Array, f_ext: Array | None) ->
     t = joint_terms(model, q, v)
     tau = hinge_transpose_times(p, t.S, _rnea_forward(model, p, t, vdot, f_ext).F)
     return tau + armature(model) * vdot
+
+
+_rnea_rule = jax.custom_jvp(_rnea)
+
+
+@full_precision
+def _rnea_jvp(primals, tangents):
+    """RNEA's tangent. Under `jax.jacfwd` (at least `MANY_TANGENTS` tangents of `q`, `v` or
+    `v̇` mapped at fixed primals, `tangent_only_lanes`) from the analytic Jacobians, computed
+    once for all lanes:
+
+        δτ = ∂τ/∂q · δq + ∂τ/∂v · δv + M(q) δv̇ + ∂τ/∂(θ, f_ext) · (δθ, δf)
+
+    (`_derivatives.rnea_tangent_from_jacobians`, `_mass_matrix`; the model and `f_ext` term,
+    when present, a tangent of RNEA), then a product per lane where the tangent of the
+    recursion is a pass per lane (batched `jacfwd(rnea)` in `(q, v, v̇)` on g1: ~1 ms a
+    sample before). Any other call (`jvp`, `grad`, `vmap` of states and tangents together)
+    is RNEA's own tangent, op by op: for one cotangent it is cheaper than the Jacobians
+    (`benchmarks/NOTES.md`, 2026-11-25)."""
+    model, q, v, vdot, f_ext = primals
+    dmodel, dq, dv, dvdot, df = tangents
+    lanes = tangent_only_lanes(primals, (dq, dv, dvdot))
+    if lanes < MANY_TANGENTS or not _derivatives().dense_tangent_supported(model):
+        tau, dtau = partial_jvp(_rnea, primals, tangents, primal_out=True)
+        return tau, jnp.zeros_like(tau) if dtau is None else dtau
+    p = plan(model)
+    t = joint_terms(model, q, v)
+    fwd = _rnea_forward(model, p, t, vdot, f_ext)
+    tau = hinge_transpose_times(p, t.S, fwd.F) + armature(model) * vdot
+    terms = [_derivatives().rnea_tangent_from_jacobians(model, p, t, q, v, vdot, f_ext, dq, dv)]
+    if not is_zero(dvdot):
+        terms.append(_mass_matrix(model, p, t, fwd.I) @ dvdot)
+    terms.append(partial_jvp(lambda m, f: _rnea(m, q, v, vdot, f), (model, f_ext), (dmodel, df)))
+    terms = [x for x in terms if x is not None]
+    return tau, functools.reduce(jnp.add, terms) if terms else jnp.zeros_like(tau)
+
+
+_rnea_rule.defjvp(_rnea_jvp, symbolic_zeros=True)
 
 
 class RneaForward(NamedTuple):
@@ -149,7 +193,11 @@ def crba(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nv nv"]:
     model = astype(model, q.dtype)
     p = plan(model)
     t = joint_terms(model, q)
-    I = world_inertias(model, t.X_WB)
+    return _mass_matrix(model, p, t, world_inertias(model, t.X_WB))
+
+
+def _mass_matrix(model: Model, p, t: JointTerms, I: WorldInertia) -> Array:
+    """`crba` given the plan, the joint terms and the world inertias."""
     anc = jnp.asarray(p.ancestor, I.m.dtype)
     Ic = WorldInertia.unflatten(anc @ I.flatten())  # composite inertias: subtree sums
     F = tuple(take(Ic, c.bodies).apply_columns(Sc) for c, Sc in zip(p.classes, t.S, strict=True))

@@ -303,20 +303,25 @@ def test_rules_match_autodiff(model_name, name):
     _check_leaves(jac, J[1:4], 1e-10, f"{model_name} {name} jacfwd")
 
 
+def _count_calls(monkeypatch, module, name: str) -> list:
+    """Patch `module.name` to record each call (one entry per call) in the returned list."""
+    calls, fn = [], getattr(module, name)
+
+    def counted(*args):
+        calls.append(1)
+        return fn(*args)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
 def test_many_tangents_take_the_jacobians(monkeypatch):
     """ABA's rule takes its `q`, `v` terms from the analytic Jacobians (`_dense_tangent`)
     exactly when many tangents are mapped at fixed primals: `jax.jacfwd` (traced, un-jitted,
     under a `vmap` of states, around `jd.batched`), not `jax.grad`, `jax.jvp`, a `vmap` of states and tangents
     together, or a `vmap` of fewer than `MANY_TANGENTS` tangents. (Both give the same tangent:
     `test_rules_match_autodiff` checks `jacfwd` through this path against op-by-op autodiff.)"""
-    calls = []
-    dense = dyn._dense_tangent
-
-    def counted(*args):
-        calls.append(1)
-        return dense(*args)
-
-    monkeypatch.setattr(dyn, "_dense_tangent", counted)
+    calls = _count_calls(monkeypatch, dyn, "_dense_tangent")
     model, (q, v, u, _), _ = _setup("panda")
     Q, V = jnp.stack([q] * 6), jnp.stack([v] * 6)  # more lanes than MANY_TANGENTS
 
@@ -344,6 +349,28 @@ def test_many_tangents_take_the_jacobians(monkeypatch):
     assert not uses_jacobians(
         lambda q, v: jax.vmap(lambda dv: jax.jvp(aba, (q, v), (jnp.zeros_like(q), dv)))(few), q, v
     )
+
+
+def test_rnea_jacfwd_takes_the_jacobians(monkeypatch):
+    """`jax.jacfwd(jd.rnea)` takes RNEA's rule's analytic Jacobians (computed once, a product
+    per lane), `jax.grad` and `jax.jvp` RNEA's own tangent; in `v̇` alone the Jacobian is
+    `crba`'s `M(q)`. (Against op-by-op autodiff: `test_rules_match_autodiff[tree-rnea]`.)"""
+    calls = _count_calls(monkeypatch, jd._derivatives, "rnea_tangent_from_jacobians")
+    model, (q, v, a, _), _ = _setup("panda")
+
+    def rnea(q, v, a):
+        return jd.rnea(model, q, v, a)
+
+    def uses_jacobians(fn) -> bool:
+        calls.clear()
+        jax.make_jaxpr(fn)(q, v, a)
+        return bool(calls)
+
+    assert uses_jacobians(jax.jacfwd(rnea, argnums=(0, 1, 2)))
+    assert not uses_jacobians(jax.grad(lambda *x: jnp.sum(rnea(*x)), argnums=(0, 1, 2)))
+    assert not uses_jacobians(lambda q, v, a: jax.jvp(rnea, (q, v, a), (q, v, a)))
+    M = jax.jit(jax.jacfwd(rnea, argnums=2))(q, v, a)
+    np.testing.assert_allclose(M, jd.crba(model, q), rtol=1e-12, atol=1e-12)
 
 
 def test_many_tangents_with_composite_unit_vectors():

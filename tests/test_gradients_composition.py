@@ -167,9 +167,9 @@ def test_batched_gradient_in_some_inputs(name):
 
 
 def test_no_batch_last_fallback_in_gradients(monkeypatch):
-    """Tracing `jax.grad` and `jax.jacfwd` of `jd.batched(jd.aba)` (batch-last chunks), and
-    `jd.batched(jax.jacfwd(jd.aba))`, needs no `batch_last` fallback: the rule itself runs
-    batch-last."""
+    """Tracing `jax.grad` and `jax.jacfwd` of `jd.batched(jd.aba)` and `jd.batched(jd.rnea)`
+    (batch-last chunks), and `jd.batched(jax.jacfwd(…))` of both, needs no `batch_last`
+    fallback: the rules themselves run batch-last."""
     model, (q, v, tau), _, w = _batch_setup()
     recorded = []
     fallback = bl._fallback
@@ -184,17 +184,18 @@ def test_no_batch_last_fallback_in_gradients(monkeypatch):
     assert recorded == ["sort"]
     recorded.clear()
 
-    for chunk_size in (2, N):  # several chunks (lax.map, checkpointed) and one
-        f = jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=chunk_size, layout="batch_last")
+    for alg, chunk_size in [(jd.aba, 2), (jd.aba, N), (jd.rnea, 2)]:  # several chunks, one
+        f = jd.batched(alg, (None, 0, 0, 0), chunk_size=chunk_size, layout="batch_last")
 
         def loss(model, q, v, tau, f=f):
             return jnp.sum(jnp.sin(f(model, q, v, tau)) * w)
 
         jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2, 3)))(model, q, v, tau)
         jax.make_jaxpr(jax.jacfwd(f, argnums=(1, 2, 3)))(model, q, v, tau)
-    # `jacfwd` inside the chunks: the rule's analytic Jacobians (`_dense_tangent`) batch-last
-    jacobians = jax.jacfwd(jd.aba, argnums=(1, 2, 3))
-    jax.make_jaxpr(jd.batched(jacobians, (None, 0, 0, 0), chunk_size=2))(model, q, v, tau)
+    # `jacfwd` inside the chunks: the rules' analytic Jacobians batch-last
+    for alg in (jd.aba, jd.rnea):
+        jacobians = jax.jacfwd(alg, argnums=(1, 2, 3))
+        jax.make_jaxpr(jd.batched(jacobians, (None, 0, 0, 0), chunk_size=2))(model, q, v, tau)
     assert not recorded, f"batch_last fell back to vmap for {sorted(set(recorded))}"
 
 
