@@ -126,10 +126,11 @@ def _rnea_jvp(primals, tangents):
     t = joint_terms(model, q, v)
     fwd = _rnea_forward(model, p, t, vdot, f_ext)
     tau = hinge_transpose_times(p, t.S, fwd.F) + armature(model) * vdot
-    terms = [_derivatives().rnea_tangent_from_jacobians(model, p, t, q, v, vdot, f_ext, dq, dv)]
-    if not is_zero(dvdot):
-        terms.append(_mass_matrix(model, p, t, fwd.I) @ dvdot)
-    terms.append(partial_jvp(lambda m, f: _rnea(m, q, v, vdot, f), (model, f_ext), (dmodel, df)))
+    more = [] if is_zero(dvdot) else [(_mass_matrix(model, p, t, fwd.I), dvdot)]  # one product
+    terms = [
+        _derivatives().rnea_tangent_from_jacobians(model, p, t, q, v, vdot, f_ext, dq, dv, *more),
+        partial_jvp(lambda m, f: _rnea(m, q, v, vdot, f), (model, f_ext), (dmodel, df)),
+    ]
     terms = [x for x in terms if x is not None]
     return tau, functools.reduce(jnp.add, terms) if terms else jnp.zeros_like(tau)
 
