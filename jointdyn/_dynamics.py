@@ -112,8 +112,8 @@ def _rnea_jvp(primals, tangents):
 
     (`_derivatives.rnea_tangent_from_jacobians`, `_mass_matrix`; the model and `f_ext` term,
     when present, a tangent of RNEA), then a product per lane where the tangent of the
-    recursion is a pass per lane (batched `jacfwd(rnea)` in `(q, v, v̇)` on g1: ~1 ms a
-    sample before). Any other call (`jvp`, `grad`, `vmap` of states and tangents together)
+    recursion is a pass per lane (batched `jacfwd(rnea)` in `(q, v, v̇)` on g1: ~1 000 →
+    ~40 µs a sample). Any other call (`jvp`, `grad`, `vmap` of states and tangents together)
     is RNEA's own tangent, op by op: for one cotangent it is cheaper than the Jacobians
     (`benchmarks/NOTES.md`, 2026-11-25)."""
     model, q, v, vdot, f_ext = primals
@@ -340,7 +340,7 @@ def _aba_jvp(primals, tangents):
 def _dense_tangent(model, p, t, fac, q, v, vdot, f_ext, dq, dv, rhs):
     """ABA's tangent `M⁻¹ (rhs − ∂RNEA/∂(q, v) · (dq, dv))` for many tangent lanes at once:
     `∂RNEA/∂q`, `∂RNEA/∂v` (`_derivatives.rnea_tangent_from_jacobians`) and `M⁻¹` (the sweep
-    on the unit vectors) are computed once for all lanes, and each lane costs three products."""
+    on the unit vectors) are computed once for all lanes, and each lane costs two products."""
     M_inv = _mass_inverse(p, fac, model.nv, vdot.dtype)
     dr = _derivatives().rnea_tangent_from_jacobians(model, p, t, q, v, vdot, f_ext, dq, dv)
     if dr is not None:
