@@ -30,6 +30,7 @@ from ._spatial import (
     skew,
     so3_exp,
     so3_log,
+    unit_or,
 )
 
 SPACE_XYZ_SINGULARITY = 1e-3
@@ -103,6 +104,11 @@ def _uniform_quaternion(key) -> Array:
     return q * jnp.where(q[0] < 0, -1.0, 1.0)
 
 
+def _unit_cs(q: Array) -> Array:
+    """`[cos θ, sin θ] = q / |q|`, or `[1, 0]` (θ = 0) for `q = 0`."""
+    return unit_or(q, jnp.asarray([1.0, 0.0], q.dtype))
+
+
 class RevoluteUnbounded(AbstractJoint):
     """Unbounded rotation about `axis`, stored as `q = [cos θ, sin θ]` (no wrap-around).
 
@@ -111,6 +117,7 @@ class RevoluteUnbounded(AbstractJoint):
 
     `X_FM` reads `[c, s] = q / |q|` (as Drake and MuJoCo normalise): a drifted `q` is still a
     rotation, and nothing that depends on `q` through `X_FM` changes along `q`'s radial rate.
+    `q = 0` reads as θ = 0.
     """
 
     nq: ClassVar[int] = 2
@@ -125,7 +132,7 @@ class RevoluteUnbounded(AbstractJoint):
         self.params = JointParams.create(2, 1, jnp.array([1.0, 0.0]), **params)
 
     def X_FM(self, q):
-        c, s = q / jnp.linalg.norm(q)  # on the unit circle: invariant along q's radial rate
+        c, s = _unit_cs(q)  # on the unit circle: invariant along q's radial rate
         R = cs_axis_to_rotmat(self.axis, c, s)
         return Transform(R, jnp.zeros(3, R.dtype))
 
@@ -165,7 +172,7 @@ class RevoluteUnbounded(AbstractJoint):
         return jnp.stack([jnp.cos(t), jnp.sin(t)])
 
     def normalize(self, q):
-        return q / jnp.linalg.norm(q)
+        return _unit_cs(q)
 
     def q_from_X_FM(self, X_FM):
         t = angle_about(self.axis, X_FM.R)
@@ -290,7 +297,8 @@ class Ball(AbstractJoint):
     X_FM = (R(q / |q|), 0)    H_FM = [1; 0]    q̇ = ½ [0; w] ⊗ q    q ⊕ w = exp(w) ⊗ q
 
     `X_FM` normalises `q` (as Drake and MuJoCo do): a drifted `q` is still a rotation, and
-    nothing that depends on `q` through `X_FM` changes along `q`'s radial rate.
+    nothing that depends on `q` through `X_FM` changes along `q`'s radial rate. `q = 0` reads
+    as the identity (as MuJoCo does), with zero derivative rather than NaN.
     """
 
     nq: ClassVar[int] = 4

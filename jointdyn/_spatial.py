@@ -240,8 +240,18 @@ def quat_log(q: Float[Array, "... 4"]) -> Float[Array, "... 3"]:
     return scale[..., None] * qv
 
 
+def unit_or(x: Array, fallback: ArrayLike) -> Array:
+    """`x / |x|` along the last axis, or `fallback` where `x = 0` (there the derivative is
+    zero, not NaN)."""
+    n2 = jnp.sum(x * x, axis=-1, keepdims=True)
+    nonzero = n2 > 0
+    return jnp.where(nonzero, x / jnp.sqrt(jnp.where(nonzero, n2, 1.0)), fallback)
+
+
 def quat_normalize(q: Float[Array, "... 4"]) -> Float[Array, "... 4"]:
-    return q / jnp.linalg.norm(q, axis=-1, keepdims=True)
+    """`q / |q|`; the identity `[1, 0, 0, 0]` for `q = 0` (MuJoCo's convention), with a zero
+    derivative there rather than NaN."""
+    return unit_or(q, jnp.asarray([1.0, 0.0, 0.0, 0.0], q.dtype))
 
 
 # --------------------------------------------------------------------------------------------

@@ -301,6 +301,19 @@ def test_pose_reads_unit_vectors_normalised(name, dtype):
     _check(name, dtype, "X(q_off)", "X(normalize(q_off))")
 
 
+@pytest.mark.parametrize(
+    "joint", [jd.Ball(), jd.Free(), jd.RevoluteUnbounded()], ids=lambda j: type(j).__name__
+)
+def test_zero_unit_vector_reads_as_identity(joint):
+    """`q = 0` on a quaternion or `[cos, sin]` (a common first guess for a floating base)
+    reads as the identity rotation, as MuJoCo reads it, with finite derivatives; `normalize`
+    gives the neutral configuration."""
+    q = jnp.zeros(joint.nq)
+    np.testing.assert_array_equal(joint.X_FM(q).as_matrix(), np.eye(4))
+    assert np.all(np.isfinite(jax.jacfwd(lambda x: joint.X_FM(x).as_matrix())(q)))
+    np.testing.assert_array_equal(joint.normalize(q), joint.neutral())
+
+
 @parametrize_dtypes
 @parametrize_joints
 def test_output_dtype(name, dtype):
