@@ -181,9 +181,7 @@ def jit_unless_traced(fn: Callable) -> Callable:
         if key not in jitted:  # a closure of its own: jit caches traces by function
             fresh = functools.wraps(fn)(lambda *a, **k: inner(*a, **k))
             jitted[key] = jax.jit(fresh) if key[1] else jit(fresh)
-        if not lanes:
-            return jitted[key](*args, **kwargs)
-        with tangent_lanes_hint(lanes):
+        with tangent_lanes_hint(lanes):  # a no-op without lanes
             return jitted[key](*args, **kwargs)
 
     return wrapper

@@ -63,9 +63,9 @@ from ._kinematics import (
     v_from_qdot,
 )
 from ._linalg import cross, identity, matmul, matvec
-from ._model import Model
+from ._model import Model, normalize_joints
 from ._spatial import force_cross, force_cross_matrix, motion_cross, motion_cross_matrix, skew
-from ._traversal import Plan, map_joints, plan, stacked_group, take
+from ._traversal import Plan, plan, stacked_group, take
 
 
 class ABADerivatives(eqx.Module):
@@ -159,13 +159,14 @@ def rnea_derivatives(
     return _rnea_derivatives(model, plan(model), joint_terms(model, q, v), q, v, vdot, f_ext)
 
 
-def _rnea_derivatives(model: Model, p: Plan, t, q, v, vdot, f_ext):
+def _rnea_derivatives(model: Model, p: Plan, t, q, v, vdot, f_ext, fwd=None):
     """`rnea_derivatives` given the plan and `joint_terms(model, q, v)` (shared with
-    `aba_derivatives`, which has them already)."""
+    `aba_derivatives`, which has them already), and RNEA's forward sums `fwd` when the caller
+    has them (`_rnea_forward`; computed here when None)."""
     nb, dtype = model.nbodies, t.V.dtype
     anc = jnp.asarray(p.ancestor, dtype)
 
-    A, I, IV, fe, F = _rnea_forward(model, p, t, vdot, f_ext)
+    A, I, IV, fe, F = _rnea_forward(model, p, t, vdot, f_ext) if fwd is None else fwd
     Ic = WorldInertia.unflatten(anc @ I.flatten()).as_matrix()
     I6, Vx = I.as_matrix(), motion_cross_matrix(t.V)
     b = -matmul(jnp.swapaxes(Vx, -1, -2), I6) - matmul(I6, Vx)  # V×* I − I V×
@@ -249,11 +250,6 @@ def _radially_invariant(joint) -> bool:
     return isinstance(joint, Ball | Free | RevoluteUnbounded)
 
 
-def _normalize(model: Model, q: Array) -> Array:
-    """`q` with every joint's unit vectors normalised (`AbstractJoint.normalize`)."""
-    return map_joints(model, lambda j, qj: j.normalize(qj), q=q, q_out=True)
-
-
 def _tangent_from_ambient(model: Model, q: Array) -> Array:
     """`P` (nv × nq) with `δ = P dq = V(q̂) · ∂normalize/∂q · dq` (see
     `rnea_tangent_from_jacobians`), one column per coordinate of `q`: computed once, so that
@@ -262,7 +258,7 @@ def _tangent_from_ambient(model: Model, q: Array) -> Array:
     `aba_derivatives`)."""
 
     def delta(dq):
-        q_unit, dq_unit = jax.jvp(lambda x: _normalize(model, x), (q,), (dq,))
+        q_unit, dq_unit = jax.jvp(lambda x: normalize_joints(model, x), (q,), (dq,))
         return v_from_qdot(model, q_unit, dq_unit)
 
     return jax.vmap(delta, out_axes=1)(identity(model.nq, q.dtype))
@@ -273,7 +269,9 @@ def dense_tangent_supported(model: Model) -> bool:
     return all(_radially_invariant(j) for j in model.joints)
 
 
-def rnea_tangent_from_jacobians(model: Model, p: Plan, t, q, v, vdot, f_ext, dq, dv, *more):
+def rnea_tangent_from_jacobians(
+    model: Model, p: Plan, t, q, v, vdot, f_ext, dq, dv, *more, fwd=None
+):
     """`∂RNEA/∂q · dq + ∂RNEA/∂v · dv` (at `v̇`, ambient `dq`; None when both tangents are
     symbolic zeros) from the analytic Jacobians, for many tangents at once (ABA's rule under
     `jax.jacfwd`): the Jacobians depend on the primal only, so under a `vmap` of the tangents
@@ -289,9 +287,10 @@ def rnea_tangent_from_jacobians(model: Model, p: Plan, t, q, v, vdot, f_ext, dq,
         δ = V(q̂) dq̂ = P dq,   ∂RNEA/∂q · dq = ∂RNEA/∂q|tangent · P dq
 
     (`q̂ ⊕ ε δ` moves as `N δ`), at unit `q` and off it (`_tangent_from_ambient`). `more`:
-    `(matrix, tangent)` pairs added in the same product (RNEA's rule: `(M, dv̇)`).
+    `(matrix, tangent)` pairs added in the same product (RNEA's rule: `(M, dv̇)`); `fwd`:
+    RNEA's forward sums at `v̇`, when the caller has them (`_rnea_derivatives`).
     """
-    dtau_dq, dtau_dv = _rnea_derivatives(model, p, t, q, v, vdot, f_ext)
+    dtau_dq, dtau_dv = _rnea_derivatives(model, p, t, q, v, vdot, f_ext, fwd)
     blocks, xs = [], []
     if not is_zero(dq):
         blocks.append(dtau_dq @ _tangent_from_ambient(model, q))

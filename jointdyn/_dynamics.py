@@ -128,7 +128,9 @@ def _rnea_jvp(primals, tangents):
     tau = hinge_transpose_times(p, t.S, fwd.F) + armature(model) * vdot
     more = [] if is_zero(dvdot) else [(_mass_matrix(model, p, t, fwd.I), dvdot)]  # one product
     terms = [
-        _derivatives().rnea_tangent_from_jacobians(model, p, t, q, v, vdot, f_ext, dq, dv, *more),
+        _derivatives().rnea_tangent_from_jacobians(
+            model, p, t, q, v, vdot, f_ext, dq, dv, *more, fwd=fwd
+        ),
         partial_jvp(lambda m, f: _rnea(m, q, v, vdot, f), (model, f_ext), (dmodel, df)),
     ]
     terms = [x for x in terms if x is not None]
@@ -324,7 +326,7 @@ def _aba_jvp(primals, tangents):
     if dr is not None:
         rhs = -dr if rhs is None else rhs - dr
     if dense:  # M⁻¹ once (the sweep on the unit vectors), then one product per lane
-        return vdot, _dense_tangent(model, p, t, fac, q, v, vdot, f_ext, dq, dv, rhs)
+        return vdot, _dense_tangent(model, p, t, I, fac, q, v, vdot, f_ext, dq, dv, rhs)
     if rhs is None:
         return vdot, jnp.zeros_like(vdot)
     rotor = armature(model)
@@ -337,12 +339,13 @@ def _aba_jvp(primals, tangents):
     return vdot, dvdot
 
 
-def _dense_tangent(model, p, t, fac, q, v, vdot, f_ext, dq, dv, rhs):
+def _dense_tangent(model, p, t, I, fac, q, v, vdot, f_ext, dq, dv, rhs):
     """ABA's tangent `M⁻¹ (rhs − ∂RNEA/∂(q, v) · (dq, dv))` for many tangent lanes at once:
     `∂RNEA/∂q`, `∂RNEA/∂v` (`_derivatives.rnea_tangent_from_jacobians`) and `M⁻¹` (the sweep
     on the unit vectors) are computed once for all lanes, and each lane costs two products."""
     M_inv = _mass_inverse(p, fac, model.nv, vdot.dtype)
-    dr = _derivatives().rnea_tangent_from_jacobians(model, p, t, q, v, vdot, f_ext, dq, dv)
+    fwd = _rnea_forward(model, p, t, vdot, f_ext, I)  # with the world inertias ABA has
+    dr = _derivatives().rnea_tangent_from_jacobians(model, p, t, q, v, vdot, f_ext, dq, dv, fwd=fwd)
     if dr is not None:
         rhs = -dr if rhs is None else rhs - dr
     return jnp.zeros_like(vdot) if rhs is None else M_inv @ rhs

@@ -205,7 +205,7 @@ class Model(eqx.Module):
 
     @eqx.filter_jit
     def normalize(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:
-        return map_joints(self, lambda j, qj: j.normalize(qj), q=q, q_out=True)
+        return normalize_joints(self, q)
 
     @eqx.filter_jit
     def random_configuration(
@@ -513,3 +513,9 @@ def check_rotational_inertia(I: np.ndarray, where: str, tol: float = 1e-10) -> N
         raise ValueError(
             f"{where}: principal moments {ev} break the triangle inequality (I1 + I2 >= I3)"
         )
+
+
+def normalize_joints(model: Model, q: Array) -> Array:
+    """`Model.normalize` without its jit, for use inside traced code: every joint's
+    `normalize` (unit quaternions, `[cos, sin]`) on its coordinates."""
+    return map_joints(model, lambda j, qj: j.normalize(qj), q=q, q_out=True)

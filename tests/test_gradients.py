@@ -307,9 +307,9 @@ def _count_calls(monkeypatch, module, name: str) -> list:
     """Patch `module.name` to record each call (one entry per call) in the returned list."""
     calls, fn = [], getattr(module, name)
 
-    def counted(*args):
+    def counted(*args, **kwargs):
         calls.append(1)
-        return fn(*args)
+        return fn(*args, **kwargs)
 
     monkeypatch.setattr(module, name, counted)
     return calls
