@@ -373,6 +373,39 @@ def test_rnea_jacfwd_takes_the_jacobians(monkeypatch):
     np.testing.assert_allclose(M, jd.crba(model, q), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["aba", "rnea"])
+def test_dense_jacfwd_at_neutral_matches_central_differences(name):
+    """The rules' dense `jax.jacfwd` paths at the neutral configuration (identity quaternions,
+    `[cos, sin] = [1, 0]`, zero angles) and zero velocity, on the tree of every joint class:
+    finite, and equal to central differences along `q ⊕ ε e_k` (the ambient Jacobian times
+    `N(q) = qdot_from_v`), `v` and `u`."""
+    model, (_, _, u, _), _ = _setup("tree")
+    fn = FN[name][0]
+    q0, v0 = model.neutral(), jnp.zeros(model.nv)
+
+    def f(q, v, u):
+        return fn(model, q, v, u)
+
+    J_q, J_v, J_u = jax.jit(jax.jacfwd(f, argnums=(0, 1, 2)))(q0, v0, u)
+    _assert_finite((J_q, J_v, J_u), f"{name} jacfwd at neutral")
+    E, eps = jnp.eye(model.nv), 1e-6
+
+    @jax.jit
+    def differences(q, v, u):
+        def along(move):  # (f(+ε) − f(−ε)) / 2ε for each unit direction, as columns
+            return jax.vmap(lambda e: (move(e) - move(-e)) / (2 * eps), out_axes=1)(eps * E)
+
+        return (
+            along(lambda d: f(model.integrate(q, d), v, u)),
+            along(lambda d: f(q, v + d, u)),
+            along(lambda d: f(q, v, u + d)),
+        )
+
+    N = jax.vmap(lambda e: jd._kinematics.qdot_from_v(model, q0, e), out_axes=1)(E)
+    tangent_J_q = J_q @ N
+    _check_leaves((tangent_J_q, J_v, J_u), differences(q0, v0, u), 1e-6, f"{name} vs differences")
+
+
 def test_many_tangents_with_composite_unit_vectors():
     """`jax.jacfwd` through the Jacobians on `Composite` joints holding quaternions and
     `[cos, sin]`s, one or two per joint, equals op-by-op autodiff, on the unit spheres and off
