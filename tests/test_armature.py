@@ -104,7 +104,8 @@ def tree():
 def _identities(model, q, v, tau):
     vdot = jd.aba(model, q, v, tau)
     M = jd.crba(model, q)
-    dM = jax.jacfwd(lambda a: jd.rnea(model, q, v, a))(vdot)
+    with jd.differentiation_rules(False):  # on, jacfwd in v̇ would take crba's own M
+        dM = jax.jacfwd(lambda a: jd.rnea(model, q, v, a))(vdot)
     return dict(
         tau=jd.rnea(model, q, v, vdot),
         M=M,
