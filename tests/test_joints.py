@@ -38,6 +38,7 @@ parametrize_joints = pytest.mark.parametrize("name", JOINT_NAMES)
 parametrize_dtypes = pytest.mark.parametrize("dtype", list(DTYPES), ids=list(DTYPES))
 
 
+@jax.jit  # one program per joint and dtype: op-by-op, each operation compiled alone cost ~2×
 def _evaluate(joint, q, q1, v, vdot, F):
     """Every quantity the identity tests compare, for one state."""
     zero_v = jnp.zeros_like(v)
@@ -106,6 +107,7 @@ def _evaluate(joint, q, q1, v, vdot, F):
 FD_STEP = 1e-5
 
 
+@jax.jit
 def _finite_differences(joint, q, v, vdot):
     """float64 references by central differences, independent of `H_FM` and of autodiff:
 

@@ -62,17 +62,25 @@ def fd_difference(space, q0, q1):
     return _central(col0, E), _central(col1, E)
 
 
+@jax.jit  # one program per joint (op by op, each operation compiled alone, cost ~2×)
+def _jacobians_and_differences(joint, q, q1, v):
+    """The Jacobians of `integrate` and `difference`, and their central differences."""
+    return (
+        joint.integrate_derivatives(q, v),
+        fd_integrate(joint, q, v),
+        joint.difference_derivatives(q, q1),
+        fd_difference(joint, q, q1),
+    )
+
+
 @pytest.mark.parametrize("name", JOINT_NAMES)
 def test_joint_jacobians_match_finite_differences(name):
     joint = make_joint(name)
     rng = np.random.default_rng(len(name))
     q, q1, v, _, _ = (jnp.asarray(x) for x in np_state(joint, rng))
-    Jq, Jv = joint.integrate_derivatives(q, v)
-    Fq, Fv = fd_integrate(joint, q, v)
+    (Jq, Jv), (Fq, Fv), (J0, J1), (F0, F1) = _jacobians_and_differences(joint, q, q1, v)
     np.testing.assert_allclose(Jq, Fq, rtol=0, atol=1e-7, err_msg=f"{name} J_q")
     np.testing.assert_allclose(Jv, Fv, rtol=0, atol=1e-7, err_msg=f"{name} J_v")
-    J0, J1 = joint.difference_derivatives(q, q1)
-    F0, F1 = fd_difference(joint, q, q1)
     np.testing.assert_allclose(J0, F0, rtol=0, atol=1e-7, err_msg=f"{name} J_q0")
     np.testing.assert_allclose(J1, F1, rtol=0, atol=1e-7, err_msg=f"{name} J_q1")
     assert Jq.shape == Jv.shape == J0.shape == J1.shape == (joint.nv, joint.nv)
