@@ -379,14 +379,15 @@ def test_dense_jacfwd_at_neutral_matches_central_differences(name):
     `[cos, sin] = [1, 0]`, zero angles) and zero velocity, on the tree of every joint class:
     finite, and equal to central differences along `q ⊕ ε e_k` (the ambient Jacobian times
     `N(q) = qdot_from_v`), `v` and `u`."""
-    model, (_, _, u, _), _ = _setup("tree")
+    model, (_, _, u, f_ext), w = _setup("tree")
     fn = FN[name][0]
-    q0, v0 = model.neutral(), jnp.zeros(model.nv)
+    q0, v0, no_f = model.neutral(), jnp.zeros(model.nv), jnp.zeros_like(f_ext)
 
     def f(q, v, u):
         return fn(model, q, v, u)
 
-    J_q, J_v, J_u = jax.jit(jax.jacfwd(f, argnums=(0, 1, 2)))(q0, v0, u)
+    # the program of `test_rules_match_autodiff` (its `jacfwd` in (q, v, u)), at f_ext = 0
+    _, (J_q, J_v, J_u) = _rules_on("tree", name)(model, q0, v0, u, no_f, w[name])
     _assert_finite((J_q, J_v, J_u), f"{name} jacfwd at neutral")
     E, eps = jnp.eye(model.nv), 1e-6
 
