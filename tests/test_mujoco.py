@@ -253,7 +253,9 @@ def compare_with_mujoco(m, model, which: str, samples: int) -> None:
         expect["inverse"] = d.qfrc_inverse.copy()
         M, inverse, qacc_jd, p, R = jointdyn_side(qpos, qvel, qacc, qfrc)
         frames = np.concatenate([ib, isite])
-        got = dict(M=M, inverse=inverse, qacc=qacc_jd, p=p[frames], R=R[frames])
+        got = dict(
+            M=M, inverse=inverse, qacc=qacc_jd, p=np.asarray(p)[frames], R=np.asarray(R)[frames]
+        )
         for name, want in expect.items():
             scale = max(1.0, float(np.abs(want).max()))
             err = float(np.abs(np.asarray(got[name]) - want).max())

@@ -102,7 +102,7 @@ def test_sizes_names_and_mass_match_pinocchio(case):
 def test_link_frames_match_pinocchio(case, configuration):
     model, pmodel = _models(case)
     q = _neutral(model) if configuration == "neutral" else _state(model, 0)[0]
-    X_WF = _fk(model, q).X_WF
+    X_WF = jax.tree.map(np.asarray, _fk(model, q).X_WF)  # NumPy: no compiled op per index
     data = pmodel.createData()
     pin.framesForwardKinematics(pmodel, data, q_to_pinocchio(model, pmodel, q))
     # every link is a frame of ours, under its name (a root link named "world" is the world)
