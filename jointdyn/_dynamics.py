@@ -95,8 +95,12 @@ def rnea(
 def _rnea(model: Model, q: Array, v: Array, vdot: Array, f_ext: Array | None) -> Array:
     p = plan(model)
     t = joint_terms(model, q, v)
-    tau = hinge_transpose_times(p, t.S, _rnea_forward(model, p, t, vdot, f_ext).F)
-    return tau + armature(model) * vdot
+    return _joint_torques(model, p, t, _rnea_forward(model, p, t, vdot, f_ext).F, vdot)
+
+
+def _joint_torques(model: Model, p, t: JointTerms, F: Array, vdot: Array) -> Array:
+    """RNEA's last step, `tauᵢ = Sᵢᵀ Fᵢ + armatureᵢ ⊙ v̇ᵢ`, from the subtree forces `F`."""
+    return hinge_transpose_times(p, t.S, F) + armature(model) * vdot
 
 
 _rnea_rule = jax.custom_jvp(_rnea)
@@ -125,7 +129,7 @@ def _rnea_jvp(primals, tangents):
     p = plan(model)
     t = joint_terms(model, q, v)
     fwd = _rnea_forward(model, p, t, vdot, f_ext)
-    tau = hinge_transpose_times(p, t.S, fwd.F) + armature(model) * vdot
+    tau = _joint_torques(model, p, t, fwd.F, vdot)
     more = [] if is_zero(dvdot) else [(_mass_matrix(model, p, t, fwd.I), dvdot)]  # one product
     terms = [
         _derivatives().rnea_tangent_from_jacobians(
@@ -315,8 +319,7 @@ def _aba_jvp(primals, tangents):
     vdot = _aba_sweep(p, fac, pA0, c, tau, a0)
 
     def rnea_at_kinematics(m, t, I, f):  # RNEA at v̇, from the kinematics
-        F = _rnea_forward(m, p, t, vdot, f, I).F
-        return hinge_transpose_times(p, t.S, F) + armature(m) * vdot
+        return _joint_torques(m, p, t, _rnea_forward(m, p, t, vdot, f, I).F, vdot)
 
     if dkin is None:
         dr = partial_jvp(lambda m, f: rnea_at_kinematics(m, t, I, f), (model, f_ext), (dmodel, df))
