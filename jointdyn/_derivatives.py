@@ -65,7 +65,7 @@ from ._kinematics import (
 from ._linalg import cross, identity, matmul, matvec
 from ._model import Model, normalize_joints
 from ._spatial import force_cross, force_cross_matrix, motion_cross, motion_cross_matrix, skew
-from ._traversal import Plan, plan, stacked_group, take
+from ._traversal import Plan, plan, stacked_group, sum_over_subtrees, take
 
 
 class ABADerivatives(eqx.Module):
@@ -163,14 +163,11 @@ def _rnea_derivatives(model: Model, p: Plan, t, q, v, vdot, f_ext, fwd=None):
     """`rnea_derivatives` given the plan and `joint_terms(model, q, v)` (shared with
     `aba_derivatives`, which has them already), and RNEA's forward sums `fwd` when the caller
     has them (`_rnea_forward`; computed here when None)."""
-    nb, dtype = model.nbodies, t.V.dtype
-    anc = jnp.asarray(p.ancestor, dtype)
-
     A, I, IV, fe, F = _rnea_forward(model, p, t, vdot, f_ext) if fwd is None else fwd
-    Ic = WorldInertia.unflatten(anc @ I.flatten()).as_matrix()
+    Ic = WorldInertia.unflatten(sum_over_subtrees(p, I.flatten())).as_matrix()
     I6, Vx = I.as_matrix(), motion_cross_matrix(t.V)
     b = -matmul(jnp.swapaxes(Vx, -1, -2), I6) - matmul(I6, Vx)  # V×* I − I V×
-    Bc = (anc @ b.reshape(nb, 36)).reshape(nb, 6, 6) + force_cross_matrix(anc @ IV)
+    Bc = sum_over_subtrees(p, b) + force_cross_matrix(sum_over_subtrees(p, IV))
 
     # per DOF d (column ξ = S_d of body j = body(d)) and per DOF s (row, body b = body(s))
     db = p.dof_body
@@ -189,7 +186,7 @@ def _rnea_derivatives(model: Model, p: Plan, t, q, v, vdot, f_ext, fwd=None):
         n_ext, f_ext_lin = f_ext[:, :3], f_ext[:, 3:]
         Fx = skew(f_ext_lin)
         K = jnp.concatenate([matmul(skew(t.X_WB.p), Fx) + skew(n_ext), Fx], -2)
-        Kc = (anc @ K.reshape(nb, 18)).reshape(nb, 6, 3)[db]
+        Kc = sum_over_subtrees(p, K)[db]
         Z = Z - matvec(Kc, xi[:, :3])
         # row s: −S_sᵀ K^c_b ξ_w  ⇒  P-side factor Kᵀ S_s paired with ξ_w
         PQ = jnp.concatenate([P, Q, -matvec(jnp.swapaxes(Kc, -1, -2), xi)], 1)

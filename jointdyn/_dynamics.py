@@ -35,7 +35,16 @@ from ._linalg import add, cross, identity, matmul, matvec, rmatvec, spd_inverse,
 from ._model import Model
 from ._precision import full_precision
 from ._spatial import force_cross, motion_cross
-from ._traversal import gather, joint_params, map_joints, plan, sum_to_parents, take
+from ._traversal import (
+    gather,
+    joint_params,
+    map_joints,
+    plan,
+    sum_over_ancestors,
+    sum_over_subtrees,
+    sum_to_parents,
+    take,
+)
 
 
 def _base_acceleration(model: Model, dtype) -> Array:
@@ -160,16 +169,15 @@ def _rnea_forward(
 ):
     """The forward and backward sums of RNEA (see `rnea`), shared with `rnea_derivatives` and
     ABA's rule; `I` the world inertias (`world_inertias(model, t.X_WB)` when None)."""
-    anc = jnp.asarray(p.ancestor, t.V.dtype)
     aJ = hinge_times(p, t.S, vdot) + t.cJ + motion_cross(t.V, t.vJ)
-    A = _base_acceleration(model, t.V.dtype) + anc.T @ aJ
+    A = _base_acceleration(model, t.V.dtype) + sum_over_ancestors(p, aJ)
     I = world_inertias(model, t.X_WB) if I is None else I
     IV = I.apply(t.V)
     f = I.apply(A) + force_cross(t.V, IV)
     fe = _f_ext_world(t, f_ext, model.nbodies)
     if fe is not None:
         f = f - fe
-    return RneaForward(A, I, IV, fe, anc @ f)
+    return RneaForward(A, I, IV, fe, sum_over_subtrees(p, f))
 
 
 @jit_unless_traced
@@ -205,8 +213,7 @@ def crba(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nv nv"]:
 
 def _mass_matrix(model: Model, p, t: JointTerms, I: WorldInertia) -> Array:
     """`crba` given the plan, the joint terms and the world inertias."""
-    anc = jnp.asarray(p.ancestor, I.m.dtype)
-    Ic = WorldInertia.unflatten(anc @ I.flatten())  # composite inertias: subtree sums
+    Ic = WorldInertia.unflatten(sum_over_subtrees(p, I.flatten()))  # composite inertias
     F = tuple(take(Ic, c.bodies).apply_columns(Sc) for c, Sc in zip(p.classes, t.S, strict=True))
     Sd, Fd = dof_columns(p, t.S), dof_columns(p, F)
     A = Sd.T @ Fd  # A[k, l] = S_kᵀ I^c_body(l) S_l
@@ -366,8 +373,8 @@ def _mass_times(p, t: JointTerms, I: WorldInertia, x: Array, armature: Array) ->
     """`M(q) x = Sᵀ A (I Aᵀ S x) + armature ⊙ x` (RNEA's sums with `v = 0`, no gravity), the
     matrix that `M⁻¹` inverts in ABA's rule (`lax.custom_linear_solve` differentiates through
     it)."""
-    anc = jnp.asarray(p.ancestor, x.dtype)
-    Mx = hinge_transpose_times(p, t.S, anc @ I.apply(anc.T @ hinge_times(p, t.S, x)))
+    V = sum_over_ancestors(p, hinge_times(p, t.S, x))
+    Mx = hinge_transpose_times(p, t.S, sum_over_subtrees(p, I.apply(V)))
     return Mx + armature * x
 
 

@@ -42,6 +42,7 @@ from ._traversal import (
     map_joints,
     parents_of,
     plan,
+    sum_over_ancestors,
     take,
     write_level,
 )
@@ -157,7 +158,7 @@ def _poses_jvp(p: Plan, primals, tangents):
     Ga, ta = world(X_Wλ, X_PF, dPF)
     Gb, tb = world(X_WF, X_FB, dFB)
     inc = jnp.concatenate([(Ga + Gb).reshape(nb, 9), ta + tb], -1)
-    tot = jnp.asarray(p.ancestor, dtype).T @ inc  # Σ over ancestors and self
+    tot = sum_over_ancestors(p, inc)
     G_WB, t_WB = tot[:, :9].reshape(nb, 3, 3), tot[:, 9:]
     if len(p.levels) == 1:
         # every body on the world: X_WF = X_PF, whose tangent is its own term alone. Written
@@ -217,7 +218,7 @@ def joint_terms(model: Model, q: Array, v: Array | None = None) -> JointTerms:
     c = _velocity_product(V_FM, Hdot_v)
     both = _shift_columns(R_WF, p_WM, jnp.stack([V_FM, c], -1))
     vJ, cJ = both[..., 0], both[..., 1]
-    V = jnp.asarray(p.ancestor, vJ.dtype).T @ vJ
+    V = sum_over_ancestors(p, vJ)
     return JointTerms(X_WB, X_WF, tuple(S), vJ, cJ, V)
 
 
@@ -355,7 +356,7 @@ def forward_kinematics(
     if vdot is None:
         return Kinematics(t.X_WB, X_WF, V_WB, None)
     aJ = hinge_times(p, t.S, vdot) + t.cJ + motion_cross(t.V, t.vJ)
-    a = jnp.asarray(p.ancestor, aJ.dtype).T @ aJ
+    a = sum_over_ancestors(p, aJ)
     alpha, w = a[:, :3], t.V[:, :3]
     a_Bo = a[:, 3:] + cross(alpha, t.X_WB.p) + cross(w, V_WB[:, 3:])
     return Kinematics(t.X_WB, X_WF, V_WB, jnp.concatenate([alpha, a_Bo], -1))

@@ -48,7 +48,7 @@ from ._kinematics import _dtype, dof_columns, hinge_times, joint_terms
 from ._linalg import cross
 from ._model import Model
 from ._spatial import motion_cross
-from ._traversal import plan
+from ._traversal import plan, sum_over_ancestors
 
 
 def _check_sizes(model: Model, **arrays) -> None:
@@ -123,9 +123,8 @@ def regressor(
     t = joint_terms(model, q, v)
     dtype = t.V.dtype
     a0 = jnp.concatenate([jnp.zeros(3, dtype), -model.gravity.astype(dtype)])
-    anc = jnp.asarray(p.ancestor, dtype)
     aJ = hinge_times(p, t.S, vdot) + t.cJ + motion_cross(t.V, t.vJ)
-    A = a0 + anc.T @ aJ  # spatial accelerations at the world origin, world axes
+    A = a0 + sum_over_ancestors(p, aJ)  # spatial accelerations at the world origin, world axes
     R, pos = t.X_WB.R, t.X_WB.p
     Rt = jnp.swapaxes(R, -1, -2)
 

@@ -10,7 +10,8 @@ Two lessons from MJX's `scan.body_tree` and Brax shape this module:
    parents' results gathered from the level above (going down) or their results summed into
    the level above with a 0/1 matrix (going up). Sequential steps grow with the depth.
    Where a quantity is a plain sum over ancestors or descendants (velocities, RNEA forces,
-   composite inertias) it is one matrix product with the static ancestor matrix instead.
+   composite inertias) it is one matrix product with the static ancestor matrix instead
+   (`sum_over_ancestors`, `sum_over_subtrees`).
 
 Everything here is NumPy on static topology, cached by `(Topology, joint tree structures)`.
 """
@@ -467,3 +468,39 @@ def sum_to_parents(lv: Level, x: jnp.ndarray) -> jnp.ndarray:
     for k in range(1, ch.shape[1]):
         out = add(out, gather(xp, ch[:, k]))
     return out
+
+
+def sum_over_ancestors(p: Plan, x):
+    """`Σ_{k ⪯ i} x_k` for every body `i` (its ancestors and itself): `Aᵀ x`, with `A` the
+    static ancestor matrix (`A[k, i] = 1` if `k ⪯ i`), over `x`'s leading (body) axis."""
+    return _static_product(p.ancestor.T, x)
+
+
+def sum_over_subtrees(p: Plan, x):
+    """`Σ_{j ⪰ i} x_j` for every body `i` (its subtree, itself included): `A x`."""
+    return _static_product(p.ancestor, x)
+
+
+def _static_product(M: np.ndarray, x):
+    """`M x` over `x`'s leading axis, for a static 0/1 matrix `M` (an ancestor matrix or its
+    transpose), as a `lax.custom_linear_solve` whose solve is `M b` and whose transpose solve
+    is `Mᵀ ḡ`, so that reverse mode multiplies by the constant from the left, as the forward
+    does. JAX's own transpose of `M x` is `dot_general(ḡ, M)` followed by a transpose: on
+    XLA:CPU a copy of the cotangent with its body axis made minor, which in a batch-last chunk
+    moves the samples off the minor axis (no SIMD; ~12 % of the kernel time of g1's batched
+    `aba` gradient). With this form, `jax.grad` of batched `aba` / `rnea` (batch 4096, 2 CPU
+    devices, paired against the forward) went from 5.7–6.0× to 4.7–4.9× the forward on g1,
+    5.8 → 5.0× (panda `aba`), 6.4 → 5.0× (talos `aba`), 5.9 → 5.3× (talos `rnea`);
+    `benchmarks/NOTES.md`. `matvec` (what the solve inverts; JAX differentiates through it
+    only where it closes over traced values, which this one does not) is `M⁻¹`, exact
+    integers for an ancestor matrix."""
+    dtype = x.dtype
+
+    def product(A):
+        A = jnp.asarray(A, dtype)
+        return lambda y: jnp.tensordot(A, y, 1, precision=jax.lax.Precision.HIGHEST)
+
+    M_inv = np.rint(np.linalg.inv(M))
+    return jax.lax.custom_linear_solve(
+        product(M_inv), x, lambda _, b: product(M)(b), lambda _, g: product(M.T)(g)
+    )

@@ -245,3 +245,46 @@ def test_unknown_primitive_parameter_fails_loudly():
         NotImplementedError, match=r"'slice' has parameter\(s\) \['axis_semantics'\]"
     ):
         bl._rule(odd, [(x, True)], 2)
+
+
+def _primitives(jaxpr) -> list:
+    """The primitive names of a (closed) jaxpr and of every jaxpr it runs (of a
+    `custom_linear_solve`, its solve: the others serve differentiation)."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    names = []
+    for eqn in jaxpr.eqns:
+        names.append(eqn.primitive.name)
+        params = eqn.params
+        if eqn.primitive.name == "custom_linear_solve":
+            params = {"solve": params["jaxprs"].solve}
+        for p in params.values():
+            for sub in p if isinstance(p, tuple | list) else (p,):
+                if hasattr(sub, "eqns") or hasattr(sub, "jaxpr"):
+                    names += _primitives(sub)
+    return names
+
+
+def test_tree_sums_reverse_mode_keeps_the_matrix_on_the_left():
+    """`sum_over_ancestors` / `sum_over_subtrees` are `Aᵀ x` / `A x` (NumPy), their gradient
+    the other product, and reverse mode multiplies by the constant from the left: no
+    `transpose` of a cotangent anywhere in the program (JAX's own transpose of `A x`,
+    `dot_general(ḡ, A)` then a transpose, made XLA:CPU copy each batch-last cotangent with
+    its samples moved off the minor axis; see `_traversal._static_product`)."""
+    from jointdyn._traversal import plan, sum_over_ancestors, sum_over_subtrees
+
+    p = plan(random_tree(3, nbodies=14))
+    A = p.ancestor
+    rng = np.random.default_rng(0)
+    x, w = (jnp.asarray(rng.normal(size=(len(A), 6))) for _ in range(2))
+    for fn, M in ((sum_over_ancestors, A.T), (sum_over_subtrees, A)):
+        np.testing.assert_allclose(fn(p, x), M @ np.asarray(x), rtol=1e-14, atol=1e-14)
+
+        def loss(x, fn=fn):
+            return jnp.sum(jnp.sin(fn(p, x)) * w)
+
+        grad = jax.grad(loss)
+        want = M.T @ (np.cos(M @ np.asarray(x)) * np.asarray(w))
+        np.testing.assert_allclose(grad(x), want, rtol=1e-13, atol=1e-13)
+        assert "transpose" not in _primitives(jax.make_jaxpr(grad)(x))
+        batched = jax.make_jaxpr(jd.batch_last(grad, (-1,)))(jnp.stack([x, x], -1))
+        assert "transpose" not in _primitives(batched)
