@@ -473,15 +473,24 @@ def sum_to_parents(lv: Level, x: jnp.ndarray) -> jnp.ndarray:
 def sum_over_ancestors(p: Plan, x):
     """`Σ_{k ⪯ i} x_k` for every body `i` (its ancestors and itself): `Aᵀ x`, with `A` the
     static ancestor matrix (`A[k, i] = 1` if `k ⪯ i`), over `x`'s leading (body) axis."""
-    return _static_product(p.ancestor.T, x)
+    return _static_product(p.ancestor.T, _inverse_ancestor(p).T, x)
 
 
 def sum_over_subtrees(p: Plan, x):
     """`Σ_{j ⪰ i} x_j` for every body `i` (its subtree, itself included): `A x`."""
-    return _static_product(p.ancestor, x)
+    return _static_product(p.ancestor, _inverse_ancestor(p), x)
 
 
-def _static_product(M: np.ndarray, x):
+def _inverse_ancestor(p: Plan) -> np.ndarray:
+    """`A⁻¹ = I − P`, with `P[k, i] = 1` if `k` is the parent of `i` (`A = Σₙ Pⁿ`)."""
+    nb = len(p.parents)
+    inv = np.eye(nb)
+    child = np.flatnonzero(p.parents >= 0)
+    inv[p.parents[child], child] = -1.0
+    return inv
+
+
+def _static_product(M: np.ndarray, M_inv: np.ndarray, x):
     """`M x` over `x`'s leading axis, for a static 0/1 matrix `M` (an ancestor matrix or its
     transpose), as a `lax.custom_linear_solve` whose solve is `M b` and whose transpose solve
     is `Mᵀ ḡ`, so that reverse mode multiplies by the constant from the left, as the forward
@@ -491,16 +500,14 @@ def _static_product(M: np.ndarray, x):
     `aba` gradient). With this form, `jax.grad` of batched `aba` / `rnea` (batch 4096, 2 CPU
     devices, paired against the forward) went from 5.7–6.0× to 4.7–4.9× the forward on g1,
     5.8 → 5.0× (panda `aba`), 6.4 → 5.0× (talos `aba`), 5.9 → 5.3× (talos `rnea`);
-    `benchmarks/NOTES.md`. `matvec` (what the solve inverts; JAX differentiates through it
-    only where it closes over traced values, which this one does not) is `M⁻¹`, exact
-    integers for an ancestor matrix."""
+    `benchmarks/NOTES.md`. `matvec` is `M_inv`, what the solve inverts (JAX differentiates
+    through it only where it closes over traced values, which this one does not)."""
     dtype = x.dtype
 
     def product(A):
         A = jnp.asarray(A, dtype)
         return lambda y: jnp.tensordot(A, y, 1, precision=jax.lax.Precision.HIGHEST)
 
-    M_inv = np.rint(np.linalg.inv(M))
     return jax.lax.custom_linear_solve(
         product(M_inv), x, lambda _, b: product(M)(b), lambda _, g: product(M.T)(g)
     )
