@@ -111,6 +111,7 @@ class Plan:
     level_dof_inv: np.ndarray  # DOF order from concat over levels and subsets of dof_idx
     dof_body: np.ndarray  # (nv,) body of each DOF
     ancestor: np.ndarray  # (nb, nb): [k, i] = 1 if k is i or an ancestor of i
+    ancestor_inv: np.ndarray  # its inverse, I − P (P[k, i] = 1 if k is the parent of i)
     dof_ancestor: np.ndarray  # (nv, nv): [k, l] = 1 if body(k) is body(l) or an ancestor
     parents: np.ndarray  # (nb,) parent body of each body, -1 for the world
 
@@ -242,6 +243,10 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
             ancestor[k, i] = 1.0
             k = topo.parents[k]
     dof_ancestor = ancestor[np.ix_(dof_body, dof_body)]
+    ancestor_inv = np.eye(nb)  # A = Σₙ Pⁿ, so A⁻¹ = I − P exactly
+    parents = np.asarray(topo.parents, np.int64)
+    child = np.flatnonzero(parents >= 0)
+    ancestor_inv[parents[child], child] = -1.0
 
     return Plan(
         groups=tuple(groups),
@@ -260,8 +265,9 @@ def _plan(topo: Topology, structures: tuple) -> Plan:
         level_dof_inv=_inverse(level_dofs, nv),
         dof_body=dof_body,
         ancestor=ancestor,
+        ancestor_inv=ancestor_inv,
         dof_ancestor=dof_ancestor,
-        parents=np.asarray(topo.parents, np.int64),
+        parents=parents,
     )
 
 
@@ -473,21 +479,12 @@ def sum_to_parents(lv: Level, x: jnp.ndarray) -> jnp.ndarray:
 def sum_over_ancestors(p: Plan, x):
     """`Σ_{k ⪯ i} x_k` for every body `i` (its ancestors and itself): `Aᵀ x`, with `A` the
     static ancestor matrix (`A[k, i] = 1` if `k ⪯ i`), over `x`'s leading (body) axis."""
-    return _static_product(p.ancestor.T, _inverse_ancestor(p).T, x)
+    return _static_product(p.ancestor.T, p.ancestor_inv.T, x)
 
 
 def sum_over_subtrees(p: Plan, x):
     """`Σ_{j ⪰ i} x_j` for every body `i` (its subtree, itself included): `A x`."""
-    return _static_product(p.ancestor, _inverse_ancestor(p), x)
-
-
-def _inverse_ancestor(p: Plan) -> np.ndarray:
-    """`A⁻¹ = I − P`, with `P[k, i] = 1` if `k` is the parent of `i` (`A = Σₙ Pⁿ`)."""
-    nb = len(p.parents)
-    inv = np.eye(nb)
-    child = np.flatnonzero(p.parents >= 0)
-    inv[p.parents[child], child] = -1.0
-    return inv
+    return _static_product(p.ancestor, p.ancestor_inv, x)
 
 
 def _static_product(M: np.ndarray, M_inv: np.ndarray, x):
