@@ -6,7 +6,8 @@ The functions under test are `FUNCTIONS` (extend it when a rule is added). For e
 1. rules on (`jax.grad` of a scalar loss with respect to the model, `q`, `v`, `tau`/`vdot` and
    `f_ext`, every leaf, and `jax.jacfwd` in `(q, v, tau)`) against the same function traced
    with `jd.differentiation_rules(False)` (op-by-op autodiff), to 1e-10 in float64, on a random
-   tree with every joint class and on real robots;
+   tree with every joint class and on real robots (`forward_dynamics`' reference is `aba`'s,
+   composed with the rules-off Jacobian of `joint_forces`: `aba(tau + joint_forces)`);
 2. `jax.jvp` (rules on) against central finite differences along random directions of every
    input: `q` along the manifold (`model.integrate(q, e δ)`), each model leaf, `v`, `tau`,
    `f_ext`;
@@ -286,14 +287,54 @@ CASES = (
 )
 
 
+def _aba_at_passive_tau(model_name: str):
+    """`(tau, out, J)`: `tau = u + joint_forces(q, v)` and the rules-off reference of `aba`
+    there (its output and `jax.jacfwd` in every input); cached, shared by the `aba` case
+    (evaluated at this `tau`) and the `forward_dynamics` case (`aba(tau + joint_forces)`)."""
+    key = ("aba at passive tau", model_name)
+    if key not in _COMPILED:
+        model, (q, v, u, f), _ = _setup(model_name)
+        tau = u + jd.joint_forces(model, q, v)
+        out, J = _compile(_reference_program("aba"), (model, q, v, tau, f), rules=False)(
+            model, q, v, tau, f
+        )
+        _COMPILED[key] = (tau, out, J)
+    return _COMPILED[key]
+
+
+def _reference(model_name: str, name: str):
+    """The rules-off output and `jax.jacfwd` in every input of `name` at the model's state.
+
+    `forward_dynamics` is `aba(q, v, u + joint_forces(q, v))`, so its reference is `aba`'s
+    (at that torque) composed with the rules-off `jax.jacfwd` of `joint_forces` by the chain
+    rule, `J_fd = J_aba + J_aba,tau J_jf`: both op-by-op autodiff, one large program less to
+    compile. Returns `(state, out, J)` with the state the reference was taken at."""
+    model, (q, v, u, f), _ = _setup(model_name)
+    if name == "aba":
+        tau, out, J = _aba_at_passive_tau(model_name)
+        return (q, v, tau, f), out, J
+    if name == "forward_dynamics":
+        _, out, (J_m, J_q, J_v, J_u, J_f) = _aba_at_passive_tau(model_name)
+
+        def joint_forces_jacobian(model, q, v):
+            return jax.jacfwd(jd.joint_forces, argnums=(0, 1, 2))(model, q, v)
+
+        P_m, P_q, P_v = _compile(joint_forces_jacobian, (model, q, v), rules=False)(model, q, v)
+        J_u = np.asarray(J_u)
+        J_m = jax.tree.map(lambda a, b: np.asarray(a) + np.tensordot(J_u, b, 1), J_m, P_m)
+        J = (J_m, J_q + J_u @ P_q, J_v + J_u @ P_v, J_u, J_f)
+        return (q, v, u, f), out, J
+    ref_fn = _compile(_reference_program(name), (model, q, v, u, f), rules=False)
+    return (q, v, u, f), *ref_fn(model, q, v, u, f)
+
+
 @pytest.mark.parametrize(("model_name", "name"), CASES)
 def test_rules_match_autodiff(model_name, name):
     """`jax.grad` (every leaf of every input) and `jax.jacfwd` in `(q, v, u)` with the rules
     on equal op-by-op autodiff with them off, to 3e-10 / 1e-10 relative per leaf."""
-    model, (q, v, u, f), w = _setup(model_name)
+    model, _, w = _setup(model_name)
+    (q, v, u, f), out, J = _reference(model_name, name)
     grads, jac = _rules_on(model_name, name)(model, q, v, u, f, w[name])
-    ref_fn = _compile(_reference_program(name), (model, q, v, u, f), rules=False)
-    out, J = ref_fn(model, q, v, u, f)
     ct = np.cos(np.asarray(out)) * np.asarray(w[name])  # d loss / d out
     nout = ct.ndim
     ref_grads = jax.tree.map(lambda x: np.tensordot(ct, np.asarray(x), nout), J)
