@@ -3,8 +3,11 @@ every public algorithm goes through."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import gc
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -83,15 +86,71 @@ def xla_flags() -> str:
     )
 
 
+#: CPython's cyclic-GC thresholds while jointdyn traces (`collections_deferred`).
+TRACING_GC_THRESHOLDS = (100_000, 50, 1000)
+_deferred = threading.local()  # per thread: how deep in `collections_deferred`
+_deferred_lock = threading.Lock()
+_deferred_saved: list = []  # the thresholds to restore, while any thread is inside
+_deferred_count = [0]  # threads inside
+
+
+@contextlib.contextmanager
+def collections_deferred() -> Iterator[None]:
+    """Run the block with CPython's cyclic garbage collector collecting rarely
+    (`TRACING_GC_THRESHOLDS`), then restore the thresholds.
+
+    Tracing creates millions of Python objects that stay alive (equations, tracers, their
+    source information); with the default thresholds `(700, 10, 10)` the collector scans them
+    again and again while the trace grows. Measured (g1, `jd.jit(jax.grad(loss of
+    jd.batched(jd.aba)))`, 3 fresh processes each): tracing 1.87–2.36 → 1.33–1.42 s, 0.5 s of
+    it in collections before. Objects are still freed by reference counting when they die;
+    only cycles wait, and the first collection after the block (the counters are past the
+    restored thresholds) finds them. Nested and concurrent blocks share one adjustment: the
+    outermost entry sets the thresholds, the last exit restores what it found.
+    """
+    depth = getattr(_deferred, "depth", 0)
+    _deferred.depth = depth + 1
+    if depth == 0:
+        with _deferred_lock:
+            if _deferred_count[0] == 0:
+                _deferred_saved[:] = [gc.get_threshold()]
+                gc.set_threshold(*TRACING_GC_THRESHOLDS)
+            _deferred_count[0] += 1
+    try:
+        yield
+    finally:
+        _deferred.depth = depth
+        if depth == 0:
+            with _deferred_lock:
+                _deferred_count[0] -= 1
+                if _deferred_count[0] == 0:
+                    gc.set_threshold(*_deferred_saved.pop())
+
+
+def _traced_with_collections_deferred(fn: Callable) -> Callable:
+    """`fn`, its body run in `collections_deferred()` (a jitted function's body runs only
+    while it is traced)."""
+
+    @functools.wraps(fn)
+    def traced(*args, **kwargs):
+        with collections_deferred():
+            return fn(*args, **kwargs)
+
+    return traced
+
+
 def jit(fn: Callable | None = None, **jit_kwargs) -> Callable:
     """`jax.jit(fn, **jit_kwargs)` with `compiler_options()` (yours, if given, take precedence):
 
     aba_batch = jd.jit(jd.batched(jd.aba, (None, 0, 0, 0)))
+
+    While `fn` is traced, Python's cyclic garbage collector collects rarely
+    (`collections_deferred`): tracing a large gradient is ~30 % faster.
     """
     if fn is None:
         return functools.partial(jit, **jit_kwargs)
     options = {**compiler_options(), **(jit_kwargs.pop("compiler_options", None) or {})}
-    return jax.jit(fn, compiler_options=options, **jit_kwargs)
+    return jax.jit(_traced_with_collections_deferred(fn), compiler_options=options, **jit_kwargs)
 
 
 def _is_tracer(x) -> bool:
@@ -165,7 +224,7 @@ def jit_unless_traced(fn: Callable) -> Callable:
     `PackedModel` argument is unpacked inside (`accepts_packed`).
     """
     jitted = {}  # per state of `differentiation_rules` (read when tracing), and per kind
-    inner = full_precision(accepts_packed(fn))
+    inner = _traced_with_collections_deferred(full_precision(accepts_packed(fn)))
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):

@@ -4,6 +4,7 @@ unknown options fall back to XLA's defaults, and importing jointdyn starts no ba
 import inspect
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -56,8 +57,10 @@ def test_jit_equals_jax_jit(batch):
     # the options reach XLA: the optimised program is the one `jax.jit` makes with them, and
     # not the one it makes with the fusion emitters on (XLA's default; tests/conftest.py turns
     # them off for the whole test process, so they are asked for explicitly here)
-    def hlo(jitted):
-        return jitted.lower(model, q, v, tau).compile().as_text()
+    def hlo(jitted):  # the optimised program without source locations (`jd.jit` adds a frame)
+        text = jitted.lower(model, q, v, tau).compile().as_text()
+        text = re.sub(r", metadata=\{[^{}]*\}", "", text)
+        return text[text.index("\n%") :]  # from the first computation, past the location tables
 
     text = hlo(jd.jit(f))
     assert text == hlo(jax.jit(f, compiler_options=jd.compiler_options()))
@@ -228,3 +231,82 @@ def test_use_low_latency_cpu_refuses_after_backend_start():
     )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "refused" in r.stdout and "before JAX's first computation" in r.stdout
+
+
+def test_tracing_defers_garbage_collections():
+    """While `jd.jit` traces its function, and while a jointdyn algorithm is traced inside a
+    plain `jax.jit`, the cyclic collector runs at `TRACING_GC_THRESHOLDS`; afterwards the
+    thresholds are what they were, also when the traced function raises."""
+    import gc
+
+    suite = gc.get_threshold()  # conftest's, which are the deferred ones: test from CPython's
+    gc.set_threshold(700, 10, 10)
+    try:
+        _check_deferred_while_traced()
+    finally:
+        gc.set_threshold(*suite)
+
+
+def _check_deferred_while_traced():
+    import gc
+
+    before = gc.get_threshold()
+    assert before != _compile.TRACING_GC_THRESHOLDS
+    seen = []
+
+    def record(x):
+        seen.append(gc.get_threshold())
+        return x + 1
+
+    assert float(jd.jit(record)(1.0)) == 2.0
+    probe = _compile.jit_unless_traced(record)  # a jointdyn algorithm's wrapper
+    assert float(jax.jit(lambda x: 2 * probe(x))(1.0)) == 4.0
+    assert seen == [_compile.TRACING_GC_THRESHOLDS] * 2
+    assert gc.get_threshold() == before
+
+    def fails(x):
+        raise ValueError("inside the trace")
+
+    with pytest.raises(ValueError, match="inside the trace"):
+        jd.jit(fails)(1.0)
+    assert gc.get_threshold() == before
+
+
+def test_deferred_collections_nest_and_overlap_across_threads():
+    """The outermost block sets the thresholds and the last one to leave, in any thread,
+    restores them."""
+    import gc
+    import threading
+
+    suite = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        _check_deferred_across_threads(threading)
+    finally:
+        gc.set_threshold(*suite)
+
+
+def _check_deferred_across_threads(threading):
+    import gc
+
+    before = gc.get_threshold()
+    deferred = _compile.TRACING_GC_THRESHOLDS
+    assert before != deferred
+    entered, release = threading.Event(), threading.Event()
+
+    def other_thread():
+        with _compile.collections_deferred():
+            entered.set()
+            release.wait(10)
+
+    with _compile.collections_deferred():
+        with _compile.collections_deferred():
+            assert gc.get_threshold() == deferred
+        assert gc.get_threshold() == deferred
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        assert entered.wait(10)
+    assert gc.get_threshold() == deferred  # the other thread is still inside
+    release.set()
+    thread.join(10)
+    assert gc.get_threshold() == before
