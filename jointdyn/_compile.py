@@ -102,10 +102,11 @@ def collections_deferred() -> Iterator[None]:
     Tracing creates millions of Python objects that stay alive (equations, tracers, their
     source information); with the default thresholds `(700, 10, 10)` the collector scans them
     again and again while the trace grows. Measured (g1, `jd.jit(jax.grad(loss of
-    jd.batched(jd.aba)))`, fresh processes): tracing 1.52–1.73 → 1.14–1.19 s. Objects are still freed by reference counting when they die;
-    only cycles wait, and the first collection after the block (the counters are past the
-    restored thresholds) finds them. Nested and concurrent blocks share one adjustment: the
-    outermost entry sets the thresholds, the last exit restores what it found.
+    jd.batched(jd.aba)))`, fresh processes): tracing 1.52–1.73 → 1.14–1.19 s. Objects are
+    still freed by reference counting when they die; only cycles wait, and the first
+    collection after the block (the counters are past the restored thresholds) finds them.
+    Nested and concurrent blocks share one adjustment: the outermost entry sets the
+    thresholds, the last exit restores what it found.
     """
     depth = getattr(_deferred, "depth", 0)
     _deferred.depth = depth + 1

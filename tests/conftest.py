@@ -15,9 +15,9 @@ module is done, so they do not pile up in a test worker.
 Tracing keeps millions of Python objects alive (jaxprs, tracers, their source information),
 and with CPython's default thresholds the cyclic garbage collector scans all of them again
 and again (7 030 collections, 11 s, in `test_precision` and `test_gradients_composition`).
-The tests collect rarely (`GC_THRESHOLDS`: 155 collections, 0.9 s, the same peak memory;
-those two modules 65–71 → 55–61 s, the whole suite 9:06–9:10 → 8:18–8:23 in paired runs)
-and fully at the end of each module, with its compiled programs.
+The tests collect rarely (at `jointdyn._compile.TRACING_GC_THRESHOLDS`: 155 collections,
+0.9 s, the same peak memory; those two modules 65–71 → 55–61 s, the whole suite 9:06–9:10
+→ 8:18–8:23 in paired runs) and fully at the end of each module, with its compiled programs.
 """
 
 import gc
@@ -25,7 +25,7 @@ import itertools
 import os
 
 # Importing jointdyn does not start JAX's backend, so the flags still take effect after it.
-from jointdyn._compile import xla_flags
+from jointdyn._compile import TRACING_GC_THRESHOLDS, xla_flags
 
 # `xla_flags()` asks a fresh process which of jointdyn's options this XLA knows (an unknown
 # flag in XLA_FLAGS aborts): once per session, in the first pytest process (xdist's
@@ -43,9 +43,9 @@ import pytest  # noqa: E402
 # Tests only: the library itself never flips this flag.
 jax.config.update("jax_enable_x64", True)
 
-#: CPython's cyclic-GC thresholds for the tests (default `(700, 10, 10)`).
-GC_THRESHOLDS = (100_000, 50, 1000)
-gc.set_threshold(*GC_THRESHOLDS)
+# For the whole test process, the thresholds jointdyn traces with (CPython's default:
+# `(700, 10, 10)`): they also cover JAX's transpositions and the tests' own code.
+gc.set_threshold(*TRACING_GC_THRESHOLDS)
 
 
 @pytest.fixture

@@ -1,12 +1,14 @@
 """`jointdyn.jit` / `jointdyn.compiler_options`: same results as `jax.jit`, user options win,
 unknown options fall back to XLA's defaults, and importing jointdyn starts no backend."""
 
+import gc
 import inspect
 import logging
 import os
 import re
 import subprocess
 import sys
+import threading
 
 import equinox as eqx
 import jax
@@ -233,24 +235,21 @@ def test_use_low_latency_cpu_refuses_after_backend_start():
     assert "refused" in r.stdout and "before JAX's first computation" in r.stdout
 
 
-def test_tracing_defers_garbage_collections():
+@pytest.fixture
+def cpython_gc_thresholds():
+    """CPython's default thresholds for the test (conftest's are the deferred ones, against
+    which deferring could not be seen), conftest's again afterwards."""
+    suite = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    yield gc.get_threshold()
+    gc.set_threshold(*suite)
+
+
+def test_tracing_defers_garbage_collections(cpython_gc_thresholds):
     """While `jd.jit` traces its function, and while a jointdyn algorithm is traced inside a
     plain `jax.jit`, the cyclic collector runs at `TRACING_GC_THRESHOLDS`; afterwards the
     thresholds are what they were, also when the traced function raises."""
-    import gc
-
-    suite = gc.get_threshold()  # conftest's, which are the deferred ones: test from CPython's
-    gc.set_threshold(700, 10, 10)
-    try:
-        _check_deferred_while_traced()
-    finally:
-        gc.set_threshold(*suite)
-
-
-def _check_deferred_while_traced():
-    import gc
-
-    before = gc.get_threshold()
+    before = cpython_gc_thresholds
     assert before != _compile.TRACING_GC_THRESHOLDS
     seen = []
 
@@ -272,24 +271,10 @@ def _check_deferred_while_traced():
     assert gc.get_threshold() == before
 
 
-def test_deferred_collections_nest_and_overlap_across_threads():
+def test_deferred_collections_nest_and_overlap_across_threads(cpython_gc_thresholds):
     """The outermost block sets the thresholds and the last one to leave, in any thread,
     restores them."""
-    import gc
-    import threading
-
-    suite = gc.get_threshold()
-    gc.set_threshold(700, 10, 10)
-    try:
-        _check_deferred_across_threads(threading)
-    finally:
-        gc.set_threshold(*suite)
-
-
-def _check_deferred_across_threads(threading):
-    import gc
-
-    before = gc.get_threshold()
+    before = cpython_gc_thresholds
     deferred = _compile.TRACING_GC_THRESHOLDS
     assert before != deferred
     entered, release = threading.Event(), threading.Event()
