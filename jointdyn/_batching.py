@@ -27,7 +27,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._autodiff import jacfwd_lanes, tangent_lanes_hint
 from ._batch_last import _axes, batch_last
-from ._compile import _tracers
+from ._compile import _traced_with_collections_deferred, _tracers
 
 CPU_CHUNK_SIZE = 32
 
@@ -96,6 +96,7 @@ def batched(
                 local, mesh=mesh, in_specs=specs, out_specs=PartitionSpec("batch"), check_vma=False
             )(*args)
 
+    wrapped = _traced_with_collections_deferred(wrapped)
     wrapped.__doc__ = f"Batched `{getattr(fn, '__name__', 'fn')}` (see `jointdyn.batched`)."
     return wrapped
 

@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from ._compile import _traced_with_collections_deferred
 from ._contact import GroundContact, contact_forces, contact_point_forces
 from ._dynamics import crba, forward_dynamics, joint_forces, rnea
 from ._kinematics import qdot_from_v
@@ -143,6 +144,7 @@ def step(
 
 
 @full_precision
+@_traced_with_collections_deferred
 def rollout(
     model: Model,
     q0: Float[Array, " nq"],

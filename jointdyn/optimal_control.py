@@ -97,6 +97,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from ._batching import batched
+from ._compile import _traced_with_collections_deferred
 from ._model import Model
 from ._precision import full_precision
 from ._simulation import INTEGRATORS, step
@@ -561,6 +562,7 @@ def _initial_guess(problem: ShootingProblem, q, v, tau):
 
 
 @eqx.filter_jit
+@_traced_with_collections_deferred
 @full_precision
 def solve(
     problem: ShootingProblem,

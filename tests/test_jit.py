@@ -271,6 +271,36 @@ def test_tracing_defers_garbage_collections(cpython_gc_thresholds):
     assert gc.get_threshold() == before
 
 
+def test_user_functions_trace_with_collections_deferred(cpython_gc_thresholds):
+    """The user's own functions traced inside `jd.batched`, a `jd.rollout` policy and the costs
+    of `optimal_control.solve` are traced at `TRACING_GC_THRESHOLDS` too (their traces hold the
+    user's code, and any `jax.grad` in it, besides jointdyn's algorithms)."""
+    from jointdyn import optimal_control as oc
+
+    before = cpython_gc_thresholds
+    seen = []
+
+    def recorded(fn):
+        def inner(*args):
+            seen.append(gc.get_threshold())
+            return fn(*args)
+
+        return inner
+
+    xs = jax.numpy.arange(4.0)
+    np.testing.assert_allclose(jax.jit(jd.batched(recorded(lambda x: 2 * x)))(xs), 2 * xs)
+    pend = jd.load_model("double_pendulum")
+    q0, v0 = pend.neutral(), jax.numpy.zeros(pend.nv)
+    policy = recorded(lambda k, q, v: -v)
+    assert jd.rollout(pend, q0, v0, policy, 1e-3, steps=2).q.shape == (3, pend.nq)
+    problem = oc.ShootingProblem(
+        pend, q0, v0, 2, 1e-2, recorded(lambda q, v, tau: tau @ tau), lambda q, v: v @ v
+    )
+    assert np.isfinite(float(oc.solve(problem, max_iterations=1).cost))
+    assert len(seen) >= 3 and set(seen) == {_compile.TRACING_GC_THRESHOLDS}, seen
+    assert gc.get_threshold() == before
+
+
 def test_deferred_collections_nest_and_overlap_across_threads(cpython_gc_thresholds):
     """The outermost block sets the thresholds and the last one to leave, in any thread,
     restores them."""
