@@ -131,8 +131,10 @@ def collections_deferred() -> Iterator[None]:
 
 
 def _traced_with_collections_deferred(fn: Callable) -> Callable:
-    """`fn`, its body run in `collections_deferred()` (a jitted function's body runs only
-    while it is traced)."""
+    """`fn`, its body run in `collections_deferred()`. For a jitted function's body (`jit`,
+    `jit_unless_traced`, `solve`) that is while it is traced; an entry point that may be
+    called eagerly (`batched`, `rollout`) defers for the whole call: its trace, compile and
+    run."""
 
     @functools.wraps(fn)
     def traced(*args, **kwargs):
