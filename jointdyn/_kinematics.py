@@ -40,6 +40,7 @@ from ._traversal import (
     joint_params,
     map_groups,
     map_joints,
+    materialized,
     parents_of,
     plan,
     sum_over_ancestors,
@@ -173,7 +174,8 @@ def _poses_jvp(p: Plan, primals, tangents):
     def tangent(X: Transform, G, t) -> Transform:
         return Transform(matmul(G, X.R), matvec(G, X.p) + t)
 
-    return (X_WF, X_WB), (tangent(X_WF, G_WF, t_WF), tangent(X_WB, G_WB, t_WB))
+    # each tangent computed once: its cotangent sums many uses (see `materialized`)
+    return (X_WF, X_WB), materialized((tangent(X_WF, G_WF, t_WF), tangent(X_WB, G_WB, t_WB)))
 
 
 def _local_terms(j, qj, vj=None):
