@@ -288,3 +288,33 @@ def test_tree_sums_reverse_mode_keeps_the_matrix_on_the_left():
         assert "transpose" not in _primitives(jax.make_jaxpr(grad)(x))
         batched = jax.make_jaxpr(jd.batch_last(grad, (-1,)))(jnp.stack([x, x], -1))
         assert "transpose" not in _primitives(batched)
+
+
+def test_materialized_is_the_identity_with_a_gathered_cotangent(monkeypatch):
+    """`_traversal.materialized` (used on the pose rule's tangents) changes no value and no
+    derivative of any order, and its cotangent is a gather (computed once, in a kernel of its
+    own), also batch-last without the `vmap` fallback."""
+    from jointdyn._traversal import materialized
+
+    rng = np.random.default_rng(1)
+    x, w = (jnp.asarray(rng.normal(size=(5, 3))) for _ in range(2))
+
+    def loss(x, m=True):
+        y = jnp.sin(x) * x
+        return jnp.sum(jnp.cos(materialized(y) if m else y) * w)
+
+    np.testing.assert_array_equal(materialized((x, w)), (x, w))
+    np.testing.assert_allclose(jax.grad(loss)(x), jax.grad(loss)(x, False), rtol=1e-14, atol=1e-14)
+    hess = jax.hessian(lambda x: loss(x.reshape(5, 3)))(x.reshape(-1))
+    ref = jax.hessian(lambda x: loss(x.reshape(5, 3), False))(x.reshape(-1))
+    np.testing.assert_allclose(hess, ref, rtol=1e-13, atol=1e-13)
+    assert "gather" in _primitives(jax.make_jaxpr(jax.grad(loss))(x))
+    assert "gather" not in _primitives(jax.make_jaxpr(jax.grad(lambda x: loss(x, False)))(x))
+
+    def no_fallback(eqn, ins):
+        raise AssertionError(f"no batch-last rule for {eqn.primitive.name}")
+
+    monkeypatch.setattr(bl, "_fallback", no_fallback)
+    xs = jnp.stack([x, 2 * x], -1)
+    got = jd.batch_last(jax.grad(loss), (-1,))(xs)
+    np.testing.assert_allclose(got, jax.vmap(jax.grad(loss), -1, -1)(xs), rtol=1e-14, atol=1e-14)
