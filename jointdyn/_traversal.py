@@ -369,12 +369,14 @@ def materialized(tree):
 
     Reverse mode sums a value's cotangent over all its uses (a chain of adds), and XLA fuses
     that chain into every kernel that reads the cotangent, recomputing it per output element.
-    `lax.optimization_barrier` does not stop it (XLA:CPU expands barriers before fusing); a
-    gather does (see `gather`). Used on the pose rule's tangents (`_kinematics._poses_jvp`),
-    whose cotangents gather a dozen uses and feed the reverse pass's largest kernel: g1,
-    batch 4096, 2 CPU devices, `jax.grad` of `Σ batched(alg)²`, four / two alternating
-    process pairs, gradient ÷ forward in every input / in `(q, v, u)`: `aba` 5.34–5.51 →
-    5.13–5.35 / 4.17–4.35 → 3.85–4.03; `rnea` 5.49–5.60 → 5.14–5.31 / 4.29–4.35 → 3.90–3.96.
+    A gather stops that (see `gather`); `lax.optimization_barrier` on the same values changed
+    nothing on XLA:CPU. Used on the pose rule's tangents (`_kinematics._poses_jvp`), whose
+    cotangents sum a dozen uses and fed the reverse pass's largest kernel (7.3 % of the g1
+    `aba` gradient's time; 3.7 % after, plus 3 % for the gathers). g1, batch 4096, 2 CPU
+    devices, `jax.grad` of `Σ batched(alg)²` ÷ the forward, both programs in one process
+    (30 alternating rounds, minima), without → with, two processes: `aba` in every input
+    5.30 / 5.06 → 5.14 / 5.07, in `(q, v, tau)` 3.91 / 3.88 → 3.77 / 3.68; `rnea` 5.39 / 5.42
+    → 5.36 / 5.30, in `(q, v, vdot)` 3.98 / 3.97 → 3.91 / 3.90 (`benchmarks/NOTES.md`).
     """
 
     def one(x):
