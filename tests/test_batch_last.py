@@ -52,6 +52,15 @@ ALGORITHMS = {
 }
 
 
+def _forbid_fallback(monkeypatch) -> None:
+    """Make `batch_last`'s `vmap` fallback (correct but slow) fail the test when it is used."""
+
+    def no_fallback(eqn, ins):
+        raise AssertionError(f"no batch-last rule for {eqn.primitive.name}")
+
+    monkeypatch.setattr(bl, "_fallback", no_fallback)
+
+
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_equals_vmap_without_fallback(states, name, monkeypatch, request):
     """Same numbers as `vmap(out_axes=-1)`, and every primitive had a batch-last rule (the
@@ -61,10 +70,7 @@ def test_equals_vmap_without_fallback(states, name, monkeypatch, request):
     xs = xs[:nargs]
     axes = (None,) + (-1,) * nargs
 
-    def no_fallback(eqn, ins):
-        raise AssertionError(f"no batch-last rule for {eqn.primitive.name}")
-
-    monkeypatch.setattr(bl, "_fallback", no_fallback)
+    _forbid_fallback(monkeypatch)
     got = jax.jit(jd.batch_last(fn, axes))(model, *[x.T for x in xs])
     if name == "aba":  # the shared compiled `vmap(aba)`, batch moved last
         ref = request.getfixturevalue("aba_vmap_reference").T
@@ -311,10 +317,7 @@ def test_materialized_is_the_identity_with_a_gathered_cotangent(monkeypatch):
     assert "gather" in _primitives(jax.make_jaxpr(jax.grad(loss))(x))
     assert "gather" not in _primitives(jax.make_jaxpr(jax.grad(lambda x: loss(x, False)))(x))
 
-    def no_fallback(eqn, ins):
-        raise AssertionError(f"no batch-last rule for {eqn.primitive.name}")
-
-    monkeypatch.setattr(bl, "_fallback", no_fallback)
+    _forbid_fallback(monkeypatch)
     xs = jnp.stack([x, 2 * x], -1)
     got = jd.batch_last(jax.grad(loss), (-1,))(xs)
     np.testing.assert_allclose(got, jax.vmap(jax.grad(loss), -1, -1)(xs), rtol=1e-14, atol=1e-14)
