@@ -61,6 +61,22 @@ def _f_ext_world(t: JointTerms, f_ext: Array | None, nb: int) -> Array | None:
     return jnp.concatenate([n + cross(t.X_WB.p, f), f], -1)
 
 
+def external_joint_forces(model: Model, q: Array, f_ext: Array) -> Array:
+    """The joint forces of external body forces, `Σ_b J_bᵀ F_b` (nv): `F_Bo_W` per body
+    (nbodies, 6) moved to the world origin and summed over each joint's subtree,
+
+        tau_k = S_kᵀ Σ_{b ∈ subtree(k)} F_b,
+
+    that is `−rnea(q, 0, 0, f_ext)` of the model without gravity, with no velocity or
+    acceleration terms (and, under `jax.jacfwd`, none of RNEA's Jacobians: the contact forces of
+    `jd.step_derivatives` are differentiated through this)."""
+    p = plan(model)
+    t = joint_terms(model, q)
+    return hinge_transpose_times(
+        p, t.S, sum_over_subtrees(p, _f_ext_world(t, f_ext, model.nbodies))
+    )
+
+
 def _check_sizes(model: Model, **arrays) -> None:
     for name, x in arrays.items():
         if x is None:

@@ -36,7 +36,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._compile import _traced_with_collections_deferred
 from ._contact import GroundContact, contact_forces, contact_point_forces
-from ._dynamics import crba, forward_dynamics, joint_forces, rnea
+from ._dynamics import crba, external_joint_forces, forward_dynamics, joint_forces
 from ._kinematics import qdot_from_v
 from ._model import Model
 from ._precision import full_precision
@@ -83,13 +83,10 @@ def _accel(model, q, v, tau, contact, f_ext):
 
 def _passive(model, contact, q, v):
     """`Q(q, v)`: joint passive forces plus the contact forces' generalized forces
-    `Σ Jᵀ F = −rnea(q, 0, 0, F)` without gravity (one RNEA pass)."""
+    `Σ Jᵀ F` (`external_joint_forces`)."""
     Q = joint_forces(model, q, v)
     if contact is not None:
-        zero = jnp.zeros_like(v)
-        F = contact_forces(model, contact, q, v)
-        weightless = eqx.tree_at(lambda m: m.gravity, model, jnp.zeros_like(model.gravity))
-        Q = Q - rnea(weightless, q, zero, zero, F)
+        Q = Q + external_joint_forces(model, q, contact_forces(model, contact, q, v))
     return Q
 
 

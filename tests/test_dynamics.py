@@ -7,6 +7,7 @@ import pytest
 from trees import random_tree
 
 import jointdyn as jd
+from jointdyn._dynamics import external_joint_forces
 
 jax.config.update("jax_enable_x64", True)
 
@@ -101,10 +102,14 @@ def test_power_balance(model):
 
 
 def test_external_forces_consistent(model, jitted):
-    """rnea(f) = rnea(0) − Σ J_bᵀ F_b with world-aligned body Jacobians; aba agrees."""
+    """rnea(f) = rnea(0) − Σ J_bᵀ F_b with world-aligned body Jacobians; aba agrees; so does
+    the simulator's `Σ J_bᵀ F_b` of contact forces (`external_joint_forces`)."""
     q, v, a, tau, f = state(model, 8)
     J = jd.body_jacobians(model, q)
-    expected = jitted["rnea"](model, q, v, a) - jnp.einsum("bxk,bx->k", J, f)
+    JtF = jnp.einsum("bxk,bx->k", J, f)
+    got = jax.jit(external_joint_forces)(model, q, f)
+    np.testing.assert_allclose(got, JtF, rtol=1e-9, atol=1e-9 * float(jnp.abs(JtF).max()))
+    expected = jitted["rnea"](model, q, v, a) - JtF
     np.testing.assert_allclose(jitted["rnea"](model, q, v, a, f), expected, rtol=1e-9, atol=1e-9)
     M = jitted["crba"](model, q)
     b = jd.bias_forces(model, q, v)
