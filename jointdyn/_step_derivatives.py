@@ -143,17 +143,15 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
     a, (A_q, A_v, M_inv) = _acceleration(model, q, v, tau, contact, f_ext)
     M = crba(model, q)
 
-    def Q(qq, vv):
-        return _passive(model, contact, qq, vv)
+    def KD_times(qq, vv, y, z):  # K y + D z = −(∂Q/∂q y + ∂Q/∂v z), q in the tangent space
+        Q = lambda d, x: _passive(model, contact, model.integrate(qq, d), x)  # noqa: E731
+        return -jax.jvp(Q, (zv, vv), (y, z))[1]
 
-    def D_times(qq, vv, y):  # D y = −∂Q/∂v y
-        return -jax.jvp(lambda x: Q(qq, x), (vv,), (y,))[1]
-
-    def K_times(qq, vv, y):  # K y = −∂Q/∂q y (tangent space)
-        return -jax.jvp(lambda d: Q(model.integrate(qq, d), vv), (zv,), (y,))[1]
-
-    D = jax.vmap(lambda y: D_times(q, v, y), out_axes=1)(eye)
-    K = jax.vmap(lambda y: K_times(q, v, y), out_axes=1)(eye)
+    # [K | D] from one map over 2nv directions (one copy of Q's tangent in the program)
+    KD = jax.vmap(lambda y, z: KD_times(q, v, y, z), out_axes=1)(
+        jnp.concatenate([eye, 0 * eye]), jnp.concatenate([0 * eye, eye])
+    )
+    K, D = KD[:, :nv], KD[:, nv:]
     W = M + dt * D + dt**2 * K
     Kv = K @ v
     r = dt * (M @ a - dt * Kv)
@@ -165,22 +163,29 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
     def dMx_dq(x):  # ∂(M(q) x)/∂q at fixed x, tangent space
         return rnea_derivatives(weightless, q, zv, x)[0]
 
-    def d_times(fn, y):  # (∂(fn(q, v, y))/∂q, ∂/∂v) at fixed y
-        dq = jax.jacfwd(lambda d: fn(model.integrate(q, d), v, y))(zv)
-        dvv = jax.jacfwd(lambda x: fn(q, x, y))(v)
-        return dq, dvv
+    # The derivatives of `K v` (in r) and of `(dt D + dt² K) Δv` (in W Δv) at fixed vectors:
+    # both are `KD_times` at fixed directions, so one pair of `jacfwd`s over the two
+    # directions (mapped) serves both, instead of a pair per product (second derivatives of
+    # `Q`, with contact a kinematics pass each: the program's largest part).
+    Y = jnp.stack([v, dt**2 * dv])
+    Z = jnp.stack([zv, dt * dv])
+
+    def both(qq, vv):
+        return jax.vmap(lambda y, z: KD_times(qq, vv, y, z))(Y, Z)
+
+    d_q = jax.jacfwd(lambda d: both(model.integrate(q, d), v))(zv)
+    d_v = jax.jacfwd(lambda x: both(q, x))(v)
+    dKv_q, dKv_v = d_q[0], d_v[0]
+    dWs_q, dWs_v = d_q[1], d_v[1]  # ∂((dt D + dt² K) Δv)/∂(q, v) at fixed Δv
 
     # δ(M a) = δM a + M δa, with M δa = M (A_q, A_v, M⁻¹)
     dMa_q = dMx_dq(a) + M @ A_q
     dMa_v = M @ A_v
-    dKv_q, dKv_v = d_times(K_times, v)
     dr_q = dt * (dMa_q - dt * dKv_q)
     dr_v = dt * (dMa_v - dt * (dKv_v + K))
     dr_u = dt * eye  # M M⁻¹
-    dDdv_q, dDdv_v = d_times(D_times, dv)
-    dKdv_q, dKdv_v = d_times(K_times, dv)
-    dW_q = dMx_dq(dv) + dt * dDdv_q + dt**2 * dKdv_q
-    dW_v = dt * dDdv_v + dt**2 * dKdv_v
+    dW_q = dMx_dq(dv) + dWs_q
+    dW_v = dWs_v
     rhs = jnp.concatenate([dr_q - dW_q, dr_v - dW_v, dr_u], 1)
     Ddv = jnp.linalg.solve(W, rhs)
     Dv1 = _in_block(eye, 1) + Ddv
