@@ -144,12 +144,15 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
     M = crba(model, q)
 
     def KD_times(qq, vv, y, z):  # K y + D z = −(∂Q/∂q y + ∂Q/∂v z), q in the tangent space
-        Q = lambda d, x: _passive(model, contact, model.integrate(qq, d), x)  # noqa: E731
+        def Q(d, x):
+            return _passive(model, contact, model.integrate(qq, d), x)
+
         return -jax.jvp(Q, (zv, vv), (y, z))[1]
 
     # [K | D] from one map over 2nv directions (one copy of Q's tangent in the program)
+    zero = jnp.zeros_like(eye)
     KD = jax.vmap(lambda y, z: KD_times(q, v, y, z), out_axes=1)(
-        jnp.concatenate([eye, 0 * eye]), jnp.concatenate([0 * eye, eye])
+        jnp.concatenate([eye, zero]), jnp.concatenate([zero, eye])
     )
     K, D = KD[:, :nv], KD[:, nv:]
     W = M + dt * D + dt**2 * K
