@@ -151,10 +151,20 @@ def _point_forces(model, contact, q, v):
     idx = np.asarray(contact.bodies)
     X = take(kin.X_WB, idx)
     V = kin.V_WB[idx]
-    e_z = jnp.array([0.0, 0.0, 1.0], q.dtype)
-    radii = jnp.broadcast_to(contact.radii, (contact.npoints,))
-    p_P = X.apply(contact.positions) - radii[:, None] * e_z
+    p_P = lowest_points(contact, X.apply(contact.positions))
     v_P = V[:, 3:] + cross(V[:, :3], p_P - X.p)
+    return force_law(contact, p_P, v_P), p_P, X.p
+
+
+def lowest_points(contact: GroundContact, p_C: Array) -> Array:
+    """`p_P = p_C − r e_z` (n, 3): the spheres' lowest points from their centres `p_C`."""
+    radii = jnp.broadcast_to(contact.radii, (contact.npoints,))
+    return p_C - radii[:, None] * jnp.array([0.0, 0.0, 1.0], p_C.dtype)
+
+
+def force_law(contact: GroundContact, p_P: Array, v_P: Array) -> Array:
+    """The ground's force `[f_x, f_y, f_n]` (n, 3) on each sphere from the position `p_P` and
+    velocity `v_P` (n, 3) of its lowest point (module docstring)."""
     depth = contact.height - p_P[:, 2]
     inside = depth > 0
     safe = jnp.where(inside, depth, 1.0)  # the power is taken on a safe branch
@@ -163,7 +173,7 @@ def _point_forces(model, contact, q, v):
     v_t = v_P[:, :2]
     slip = jnp.sqrt(jnp.sum(v_t**2, -1) + contact.friction_velocity**2)
     f_t = -(contact.friction * f_n / slip)[:, None] * v_t
-    return jnp.concatenate([f_t, f_n[:, None]], -1), p_P, X.p
+    return jnp.concatenate([f_t, f_n[:, None]], -1)
 
 
 @full_precision

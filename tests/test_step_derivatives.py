@@ -12,9 +12,11 @@ import pinocchio as pin
 import pytest
 from helpers import np_skew
 from robots import load_jointdyn, load_pinocchio, q_to_pinocchio, v_to_pinocchio_matrix
-from trees import random_inertia, random_rotation
+from trees import random_inertia, random_rotation, random_tree
 
 import jointdyn as jd
+from jointdyn._contact_derivatives import contact_joint_force_derivatives
+from jointdyn._dynamics import external_joint_forces
 from jointdyn._spatial import quat_to_rotmat
 
 jax.config.update("jax_enable_x64", True)
@@ -155,6 +157,55 @@ def test_matches_finite_differences(tree, small_tree, integrator, with_contact):
 
 # ------------------------------------------------------------------------------------------
 # against Pinocchio
+
+
+@jax.jit
+def _contact_forces_by_autodiff(model, contact, q, v):
+    """`Q_c = Σ Jᵀ F` of the contact forces and its Jacobians by forward mode through the
+    kinematics (the oracle of the analytic `contact_joint_force_derivatives`)."""
+
+    def Q(q, v):
+        return external_joint_forces(model, q, jd.contact_forces(model, contact, q, v))
+
+    z = jnp.zeros(model.nv)
+    dq = jax.jacfwd(lambda d: Q(model.integrate(q, d), v))(z)
+    return Q(q, v), dq, jax.jacfwd(lambda x: Q(q, x))(v)
+
+
+def test_contact_derivatives_match_autodiff():
+    """The analytic Jacobians of the contact forces' joint forces (used by `step_derivatives`)
+    against forward-mode autodiff through the kinematics, on random trees with a joint of every
+    class (own hinge derivatives: Gimbal, SpaceXYZ, Planar, Composite, Free) and five spheres,
+    four of them pushed into the ground, on bodies at several depths."""
+    bodies = [3, 7, 13, 13, 10]
+    analytic = jax.jit(contact_joint_force_derivatives)
+    for seed in range(2):
+        m = random_tree(seed, nbodies=14, topology_seed=0)
+        k = jax.random.split(jax.random.PRNGKey(seed), 2)
+        q, v = m.random_configuration(k[0]), jax.random.normal(k[1], (m.nv,))
+        X = jd.forward_kinematics(m, q).X_WB
+        pos = np.random.default_rng(seed).normal(0, 0.2, (5, 3))
+        heights = sorted(float((X.R[b] @ c + X.p[b])[2]) for b, c in zip(bodies, pos, strict=True))
+        contact = jd.GroundContact(
+            m,
+            bodies,
+            pos,
+            0.01,
+            stiffness=1e3,
+            damping=10.0,
+            friction=0.8,
+            height=heights[3] + 0.01,
+        )
+        assert int(jnp.sum(jnp.abs(jd.contact_point_forces(m, contact, q, v)[0][:, 2]) > 0)) == 4
+        for name, ref, got in zip(
+            ("Q", "dQ/dq", "dQ/dv"),
+            _contact_forces_by_autodiff(m, contact, q, v),
+            analytic(m, contact, q, v),
+            strict=True,
+        ):
+            scale = float(jnp.max(jnp.abs(ref)))
+            assert scale > 1.0, name
+            np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * scale, err_msg=name)
 
 
 def _pinocchio_euler(pmodel, q_pin, v_pin, tau_pin, D, dt):
