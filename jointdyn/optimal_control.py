@@ -20,9 +20,11 @@ names (`ShootingProblem`, `solve`, `Solution`) read as `oc.…` without clashing
     min  Σ_{t<T} ℓ(q_t, v_t, u_t) + ℓ_T(q_T, v_T)
     s.t. (q_{t+1}, v_{t+1}) = step(q_t, v_t, u_t, dt),  (q_0, v_0) given,  lower ≤ u_t ≤ upper,
 
-`step` = `jd.step` with the problem's integrator (`"semi_implicit_euler"` is Crocoddyl's
-`IntegratedActionModelEuler`: `v⁺ = v + dt·v̇`, `q⁺ = q ⊕ dt·v⁺`). `ℓ` is the cost *of one
-knot*: Crocoddyl's Euler model multiplies its differential cost by `dt`, so write
+`step` = `jd.step` with the problem's integrator and ground contact, if any
+(`"semi_implicit_euler"` is Crocoddyl's `IntegratedActionModelEuler`: `v⁺ = v + dt·v̇`,
+`q⁺ = q ⊕ dt·v⁺`; a `jd.GroundContact`'s compliant forces act in every step, so contacts
+are made and broken by the dynamics, with no contact sequence to give). `ℓ` is the cost *of
+one knot*: Crocoddyl's Euler model multiplies its differential cost by `dt`, so write
 `dt · w · ½‖r‖²` to reproduce a Crocoddyl cost of weight `w`.
 
 **Derivatives.** Tangent space at each knot (Crocoddyl's convention): `x ⊕ δx =
@@ -98,6 +100,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from ._batching import batched
 from ._compile import _traced_with_collections_deferred
+from ._contact import GroundContact
 from ._model import Model
 from ._precision import full_precision
 from ._simulation import INTEGRATORS, step
@@ -126,12 +129,14 @@ class ShootingProblem(eqx.Module):
       parameter of a cost, build the problem inside the `vmap`/`grad`-ed function (closures
       work), or pass a pytree callable (`jax.tree_util.Partial(cost, target=target)`).
     - `integrator`: as in `jd.step` (default `"semi_implicit_euler"`, Crocoddyl's Euler).
+    - `contact`: a `jd.GroundContact` whose forces act in every step (as `jd.step`'s
+      `contact`; its Jacobians in `jd.step_derivatives` are analytic), or `None`.
     - `tau_lower`, `tau_upper`: control bounds, scalars or (nv,); `None` for none
       (box-FDDP when either is given).
 
     **Raises:** `ValueError` naming the argument: shapes of `q0`, `v0`, `tau_lower`,
     `tau_upper`; `horizon < 1`; a non-positive `dt`; `tau_lower > tau_upper`; an unknown
-    `integrator`; a cost that is not callable.
+    `integrator`; a cost that is not callable; a `contact` that is not a `GroundContact`.
     """
 
     model: Model
@@ -142,6 +147,7 @@ class ShootingProblem(eqx.Module):
     terminal_cost: Callable
     tau_lower: Float[Array, " nv"]
     tau_upper: Float[Array, " nv"]
+    contact: GroundContact | None
     horizon: int = eqx.field(static=True)
     integrator: str = eqx.field(static=True)
     bounded: bool = eqx.field(static=True)
@@ -157,6 +163,7 @@ class ShootingProblem(eqx.Module):
         terminal_cost: Callable,
         *,
         integrator: str = "semi_implicit_euler",
+        contact: GroundContact | None = None,
         tau_lower: ArrayLike | None = None,
         tau_upper: ArrayLike | None = None,
     ):
@@ -166,6 +173,10 @@ class ShootingProblem(eqx.Module):
             raise ValueError(f"`horizon` must be at least 1, got {horizon}")
         if integrator not in INTEGRATORS:
             raise ValueError(f"`integrator` must be one of {INTEGRATORS}, got {integrator!r}")
+        if contact is not None and not isinstance(contact, GroundContact):
+            raise ValueError(
+                f"`contact` must be a jd.GroundContact or None, got {type(contact).__name__}"
+            )
         if not callable(running_cost):
             raise ValueError("`running_cost` must be a function (q, v, tau) -> scalar or residual")
         if not callable(terminal_cost):
@@ -202,6 +213,7 @@ class ShootingProblem(eqx.Module):
         self.dt = jnp.asarray(dt, dtype)
         self.running_cost, self.terminal_cost = running_cost, terminal_cost
         self.tau_lower, self.tau_upper = lower, upper
+        self.contact = contact
         self.horizon, self.integrator = int(horizon), integrator
         self.bounded = tau_lower is not None or tau_upper is not None
 
@@ -239,13 +251,15 @@ def _ominus(model: Model, q0, v0, q1, v1):
 
 
 def _step(problem: ShootingProblem, q, v, tau):
-    return step(problem.model, q, v, tau, problem.dt, integrator=problem.integrator)
+    kw = dict(integrator=problem.integrator, contact=problem.contact)
+    return step(problem.model, q, v, tau, problem.dt, **kw)
 
 
 def _dynamics_derivatives(problem: ShootingProblem, q, v, tau):
     """`(q⁺, v⁺, F_x, F_u)` in the tangent space: `jd.step_derivatives` (analytic ABA
     derivatives and the Lie-group Jacobians of `integrate`)."""
-    d = step_derivatives(problem.model, q, v, tau, problem.dt, integrator=problem.integrator)
+    kw = dict(integrator=problem.integrator, contact=problem.contact)
+    d = step_derivatives(problem.model, q, v, tau, problem.dt, **kw)
     return d.q, d.v, d.fx, d.fu
 
 

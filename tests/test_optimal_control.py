@@ -177,6 +177,58 @@ def test_gradient_of_the_solution_matches_central_differences():
     assert float(jnp.max(jnp.abs(J[1]))) > 0.1  # the controls do depend on the target
 
 
+# --- with ground contact: a body on a vertical slider, resting on the ground, sent up ---
+
+HOPPER = _body(jd.Prismatic([0.0, 0.0, 1.0]), [0.0, 0.0, 0.0])
+GROUND = jd.GroundContact(HOPPER, ["b"], [[0.0, 0.0, 0.0]], 0.0, stiffness=1e3, damping=10.0)
+REST = (MASS * 9.81 / 1e3) ** (2 / 3)  # the depth where the ground carries the weight
+DT_HOP, T_HOP, UP = 0.02, 30, 0.1
+
+
+def _hop_running(q, v, tau):
+    return jnp.sqrt(DT_HOP) * jnp.concatenate([1e-2 * tau, 0.3 * (q - UP)])
+
+
+def _hop_terminal(q, v):
+    return jnp.concatenate([10.0 * (q - UP), v])
+
+
+def _hop_cost(tau):
+    roll = jd.rollout(HOPPER, jnp.array([-REST]), jnp.zeros(1), tau, DT_HOP, contact=GROUND)
+    run = jax.vmap(_hop_running)(roll.q[:-1], roll.v[:-1], tau)
+    return 0.5 * jnp.sum(run**2) + 0.5 * jnp.sum(_hop_terminal(roll.q[-1], roll.v[-1]) ** 2)
+
+
+def test_contact_problem_is_solved_through_the_contact_dynamics():
+    """`contact=`: the solution is a rollout of its controls *with* the contact (and far from
+    one without), the ground pushes along its first knots, and it is a stationary point of
+    the rollout's cost by reverse-mode autodiff through `jd.rollout` (the solver's
+    derivatives are `step_derivatives`' analytic contact Jacobians: an independent path)."""
+    problem = oc.ShootingProblem(
+        HOPPER,
+        jnp.array([-REST]),
+        jnp.zeros(1),
+        T_HOP,
+        DT_HOP,
+        _hop_running,
+        _hop_terminal,
+        contact=GROUND,
+    )
+    sol = oc.solve(problem, max_iterations=100)
+    assert bool(sol.converged)
+    q0, v0 = problem.q0, problem.v0
+    roll = jd.rollout(HOPPER, q0, v0, sol.tau, DT_HOP, contact=GROUND)
+    np.testing.assert_allclose(np.asarray(roll.q), np.asarray(sol.q), rtol=0, atol=1e-12)
+    free = jd.rollout(HOPPER, q0, v0, sol.tau, DT_HOP)
+    assert float(jnp.max(jnp.abs(free.q - sol.q))) > 0.1
+    normal = jax.vmap(lambda q, v: jd.contact_point_forces(HOPPER, GROUND, q, v)[0][0, 2])
+    assert float(jnp.min(normal(sol.q[:5], sol.v[:5]))) > 5.0
+    grad = jax.jit(jax.grad(_hop_cost))
+    scale = float(jnp.max(jnp.abs(grad(jnp.zeros_like(sol.tau)))))
+    np.testing.assert_allclose(float(_hop_cost(sol.tau)), float(sol.cost), rtol=1e-12)
+    assert float(jnp.max(jnp.abs(grad(sol.tau)))) < 1e-5 * scale
+
+
 # --- the box QP of box-FDDP ---
 
 
@@ -221,6 +273,7 @@ def _costs():
         (dict(tau_lower=jnp.zeros(3)), "tau_lower"),
         (dict(integrator="euler"), "integrator"),
         (dict(running_cost=None), "running_cost"),
+        (dict(contact="ground"), "contact"),
     ],
 )
 def test_bad_problem_raises(kwargs, match):
