@@ -49,13 +49,12 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._compile import jit_unless_traced
 from ._contact import GroundContact
-from ._contact_derivatives import contact_joint_force_derivatives
 from ._derivatives import aba_derivatives, rnea_derivatives
 from ._dtype import astype
-from ._dynamics import crba, joint_forces
+from ._dynamics import crba
 from ._model import Model
 from ._precision import full_precision
-from ._simulation import INTEGRATORS, _check, _passive
+from ._simulation import INTEGRATORS, _check, _passive, _passive_derivatives
 
 
 class StepDerivatives(eqx.Module):
@@ -77,22 +76,6 @@ def _passive_tangent(model, contact, q, v, y, z):
         return _passive(model, contact, model.integrate(q, d), x)
 
     return jax.jvp(Q, (jnp.zeros_like(y), v), (y, z))[1]
-
-
-def _passive_derivatives(model, contact, q, v):
-    """`Q(q, v)` (passive and contact generalized forces) and `(∂Q/∂q, ∂Q/∂v)`, q in the
-    tangent space: the joints' passive forces by forward mode (cheap, local to each joint;
-    two maps, not one over all `2nv` directions, so that zero tangents drop out), the contact
-    forces' analytically (`contact_joint_force_derivatives`: forward mode through the
-    kinematics cost ~36 kinematics passes on the quadruped)."""
-    zero = jnp.zeros_like(v)
-    Q = joint_forces(model, q, v)
-    dQ_dq = jax.jacfwd(lambda d: joint_forces(model, model.integrate(q, d), v))(zero)
-    dQ_dv = jax.jacfwd(lambda x: joint_forces(model, q, x))(v)
-    if contact is None:
-        return Q, dQ_dq, dQ_dv
-    Qc, dQc_dq, dQc_dv = contact_joint_force_derivatives(model, contact, q, v)
-    return Q + Qc, dQ_dq + dQc_dq, dQ_dv + dQc_dv
 
 
 def _acceleration(model, q, v, tau, contact, f_ext, passive=None):
