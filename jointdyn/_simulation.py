@@ -56,6 +56,15 @@ class Trajectory(eqx.Module):
     contact_forces: Float[Array, "T n 3"] | None
 
 
+def check_contact(contact) -> None:
+    """`ValueError` unless `contact` is a `GroundContact` or None (`step`, `rollout`,
+    `step_derivatives`, `optimal_control.ShootingProblem`)."""
+    if contact is not None and not isinstance(contact, GroundContact):
+        raise ValueError(
+            f"`contact` must be a jd.GroundContact or None, got {type(contact).__name__}"
+        )
+
+
 def _check(model: Model, q, v, tau, dt, integrator: str, contact) -> None:
     if integrator not in INTEGRATORS:
         raise ValueError(f"`integrator` must be one of {INTEGRATORS}, got {integrator!r}")
@@ -66,8 +75,7 @@ def _check(model: Model, q, v, tau, dt, integrator: str, contact) -> None:
         raise ValueError(f"`dt` must be a scalar, got shape {jnp.shape(dt)}")
     if not isinstance(dt, jax.core.Tracer) and not float(dt) > 0:
         raise ValueError(f"`dt` must be positive, got {float(dt)}")
-    if contact is not None and not isinstance(contact, GroundContact):
-        raise ValueError(f"`contact` must be a jd.GroundContact or None, got {type(contact)}")
+    check_contact(contact)
 
 
 def _external(model, contact, q, v, f_ext):

@@ -103,7 +103,7 @@ from ._compile import _traced_with_collections_deferred
 from ._contact import GroundContact
 from ._model import Model
 from ._precision import full_precision
-from ._simulation import INTEGRATORS, step
+from ._simulation import INTEGRATORS, check_contact, step
 from ._step_derivatives import step_derivatives
 
 __all__ = ["ShootingProblem", "Solution", "solve"]
@@ -173,10 +173,7 @@ class ShootingProblem(eqx.Module):
             raise ValueError(f"`horizon` must be at least 1, got {horizon}")
         if integrator not in INTEGRATORS:
             raise ValueError(f"`integrator` must be one of {INTEGRATORS}, got {integrator!r}")
-        if contact is not None and not isinstance(contact, GroundContact):
-            raise ValueError(
-                f"`contact` must be a jd.GroundContact or None, got {type(contact).__name__}"
-            )
+        check_contact(contact)
         if not callable(running_cost):
             raise ValueError("`running_cost` must be a function (q, v, tau) -> scalar or residual")
         if not callable(terminal_cost):
