@@ -34,8 +34,18 @@ Moving `q` by `w` is differentiated with `model.integrate_derivatives` (`dIntegr
       δΔv = W⁻¹ (δr − δW Δv),
 
   `δ(M x)` for a fixed `x` from `rnea_derivatives` of the model without gravity at
-  `(q, 0, x)`, and the derivatives of `D = −∂Q/∂v`, `K = −∂Q/∂q` (second derivatives of `Q`)
-  by forward-mode autodiff of `Q`.
+  `(q, 0, x)`, and the derivatives of `G = K y + D z` at fixed `(y, z)` (`K = −∂Q/∂q`,
+  `D = −∂Q/∂v`) from one tangent of the first derivatives along `(y, z)`: second
+  derivatives of `Q` are symmetric in the chart `q ⊕ d` at fixed `q`, so, with
+  `A(q, v) = ∂Q/∂q`, `B(q, v) = ∂Q/∂v` (`_passive_derivatives`, contact analytic),
+
+      ∂G/∂v = −δB,   ∂G/∂q = −(δA + A C(y)),   (δA, δB): the tangent of (A, B) along (y, z),
+
+  where `C(y)` (`_chart_bracket`) corrects for `K` being taken at `q ⊕ d` in that point's own
+  chart: `C x = ∂²φ[x, y] − ∂²φ[y, x]` for `φ(d, e) = (q ⊕ d ⊕ e) ⊖ q` (zero where `⊕` is
+  addition; a Lie bracket for rotations). Two tangents of the first derivatives replace the
+  Jacobian of `Q`'s tangent in all `2nv` directions (forward mode through the kinematics
+  twice over, with contact): quadruped with contact, batch 64, 1.81 → 0.48 ms per sample.
 """
 
 from __future__ import annotations
@@ -136,6 +146,21 @@ def _euler_rk4(model, q, v, tau, dt, contact, f_ext, rk4: bool):
     return model.integrate(q, dq), v1, _in_block(Jq, 0) + Jv @ Ddq, Dv1
 
 
+def _chart_bracket(model, q, y):
+    """`C(y)` (nv × nv): `C x = ∂²φ[x, y] − ∂²φ[y, x]`, the antisymmetric part of the second
+    derivative of `φ(d, e) = (q ⊕ d ⊕ e) ⊖ q` (first slot `d`, second `e`), along `y`: how a
+    tangent taken at `q ⊕ d` differs from one taken in the chart at `q` (zero for joints whose
+    `⊕` is addition; a Lie bracket for rotations). Configuration space only: no kinematics."""
+    zero = jnp.zeros_like(y)
+
+    def phi(d, e):
+        return model.difference(q, model.integrate(model.integrate(q, d), e))
+
+    along_e = jax.jacfwd(lambda d: jax.jvp(lambda e: phi(d, e), (zero,), (y,))[1])(zero)
+    along_d = jax.jvp(lambda d: jax.jacfwd(lambda e: phi(d, e))(zero), (zero,), (y,))[1]
+    return along_e - along_d
+
+
 def _implicit(model, q, v, tau, dt, contact, f_ext):
     nv, dtype = model.nv, jnp.result_type(q, v, tau)
     eye = jnp.eye(nv, dtype=dtype)
@@ -156,19 +181,22 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
         return rnea_derivatives(weightless, q, zv, x)[0]
 
     # The derivatives of `K v` (in r) and of `(dt D + dt² K) Δv` (in W Δv) at fixed vectors:
-    # both are `−∂Q/∂q y − ∂Q/∂v z` at fixed directions `(y, z)`, so one pair of `jacfwd`s
-    # (in δq, in v) of the two directions' tangents (mapped) serves both. `K`, `D` are the
-    # first derivatives already taken for `v̇`: with contact, each copy of Q's derivatives
-    # holds a kinematics pass, and the batched program did not compile in 8 minutes with
-    # them taken twice.
+    # both are `G = −∂Q/∂q y − ∂Q/∂v z` at fixed directions `(y, z)`, so one map over the two
+    # directions serves both. Each is one tangent of the first derivatives `(∂Q/∂q, ∂Q/∂v)`
+    # along `(y, z)` (symmetry of second derivatives; module docstring), not a Jacobian of
+    # `Q`'s tangent in all 2nv directions.
     Y = jnp.stack([v, dt**2 * dv])
     Z = jnp.stack([zv, dt * dv])
 
-    def both(qq, vv):
-        return -jax.vmap(lambda y, z: _passive_tangent(model, contact, qq, vv, y, z))(Y, Z)
+    def first(d, x):  # (∂Q/∂q, ∂Q/∂v) at (q ⊕ d, x)
+        return _passive_derivatives(model, contact, model.integrate(q, d), x)[1:]
 
-    d_q = jax.jacfwd(lambda d: both(model.integrate(q, d), v))(zv)
-    d_v = jax.jacfwd(lambda x: both(q, x))(v)
+    def second(y, z):  # (∂G/∂q, ∂G/∂v)
+        dA, dB = jax.jvp(first, (zv, v), (y, z))[1]
+        return dA - K @ _chart_bracket(model, q, y), dB
+
+    d_q, d_v = jax.vmap(second)(Y, Z)
+    d_q, d_v = -d_q, -d_v
     dKv_q, dKv_v = d_q[0], d_v[0]
     dWs_q, dWs_v = d_q[1], d_v[1]  # ∂((dt D + dt² K) Δv)/∂(q, v) at fixed Δv
 
