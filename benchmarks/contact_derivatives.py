@@ -33,7 +33,7 @@ jax.config.update("jax_enable_x64", True)  # a benchmark script: float64 through
 import jax.numpy as jnp  # noqa: E402
 
 import jointdyn as jd  # noqa: E402
-from jointdyn import _step_derivatives  # noqa: E402
+from jointdyn import _simulation  # noqa: E402
 from jointdyn._dynamics import external_joint_forces  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -103,14 +103,14 @@ def main() -> None:
         f"batch {B}, dt {a.dt}, float64, 1 CPU device, {platform.machine()}, "
         f"jax {jax.__version__}"
     )
-    analytic_fn = _step_derivatives.contact_joint_force_derivatives
+    analytic_fn = _simulation.contact_joint_force_derivatives
     for integrator in a.integrators.split(","):
         exe, lower_s, xla_s = compiled(model, contact, integrator, a.dt, args)
-        _step_derivatives.contact_joint_force_derivatives = forward_mode
+        _simulation.contact_joint_force_derivatives = forward_mode
         try:
             ref, ref_lower, ref_xla = compiled(model, contact, integrator, a.dt, args)
         finally:
-            _step_derivatives.contact_joint_force_derivatives = analytic_fn
+            _simulation.contact_joint_force_derivatives = analytic_fn
         out, out_ref = exe(*args), ref(*args)
         scale = float(jnp.max(jnp.abs(out_ref.fx)))
         diff = max(
