@@ -324,18 +324,20 @@ def rotations():
     return b.build()
 
 
-def test_finite_at_identity_and_zero_velocity(rotations):
+@pytest.mark.parametrize("integrator", ["semi_implicit_euler", "implicit"])
+def test_finite_at_identity_and_zero_velocity(rotations, integrator):
     """At the neutral configuration, `v = 0`, `tau = 0` (the base falls: `v⁺ ≠ 0`) and with
     gravity off (`v⁺ = 0`, `q⁺ = q`: every Jacobian at its Taylor branch), against central
-    differences."""
+    differences. `implicit`: the ball's spring and the dampers taken implicitly, and their
+    second derivatives' chart correction (`_chart_bracket`) at the identity."""
     m = rotations
     q, zero = m.neutral(), jnp.zeros(m.nv)
     weightless = eqx.tree_at(lambda x: x.gravity, m, jnp.zeros(3))
     for model in (m, weightless):
-        sd = jd.step_derivatives(model, q, zero, zero, DT)
+        sd = jd.step_derivatives(model, q, zero, zero, DT, integrator=integrator)
         assert np.isfinite(np.asarray(sd.fx)).all() and np.isfinite(np.asarray(sd.fu)).all()
-        _, _, fx, fu = fd_step(model, q, zero, zero, DT, "semi_implicit_euler")
-        assert_matches(sd, fx, fu, 1e-7, "at rest")
+        _, _, fx, fu = fd_step(model, q, zero, zero, DT, integrator)
+        assert_matches(sd, fx, fu, 1e-7, f"at rest, {integrator}")
     np.testing.assert_array_equal(sd.v, 0.0)
     np.testing.assert_allclose(sd.q, q, atol=0)
 
