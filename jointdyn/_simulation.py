@@ -15,14 +15,15 @@ Integrators (`integrator=`):
   space at `q` and `q` moves once.
 - `"implicit"`: linearly implicit Euler in the passive and contact forces `Q(q, v)` (joint
   damping, friction, limit stops, ground contact): with `D = −∂Q/∂v` and `K = −∂Q/∂q`
-  (tangent space, by forward-mode autodiff),
+  (tangent space: the joints' passive forces by forward-mode autodiff, the contact forces'
+  analytically, `_passive_derivatives`),
 
       (M + dt·D + dt²·K) Δv = dt·(M v̇ − dt·K v),   v⁺ = v + Δv,   q⁺ = q ⊕ dt·v⁺.
 
   This is MuJoCo's `implicitfast` (damping implicit, Coriolis explicit) plus the stiffness
   term, so stiff joint damping *and* stiff contact or limit springs stay stable at a `dt`
-  where the explicit integrators blow up. Costs a CRBA, `2·nv` forward-mode passes through
-  `Q` and a dense solve per step.
+  where the explicit integrators blow up. Costs a CRBA, the Jacobians of `Q` and a dense
+  solve per step.
 """
 
 from __future__ import annotations
