@@ -64,7 +64,7 @@ from ._dtype import astype
 from ._dynamics import crba
 from ._model import Model
 from ._precision import full_precision
-from ._simulation import INTEGRATORS, _check, _passive, _passive_derivatives
+from ._simulation import INTEGRATORS, _check, _passive_derivatives
 
 
 class StepDerivatives(eqx.Module):
@@ -77,15 +77,6 @@ class StepDerivatives(eqx.Module):
     v: Float[Array, " nv"]
     fx: Float[Array, "2nv 2nv"]
     fu: Float[Array, "2nv nv"]
-
-
-def _passive_tangent(model, contact, q, v, y, z):
-    """`∂Q/∂q y + ∂Q/∂v z`, q in the tangent space: the tangent of `Q(q ⊕ d, v)` at `d = 0`."""
-
-    def Q(d, x):
-        return _passive(model, contact, model.integrate(q, d), x)
-
-    return jax.jvp(Q, (jnp.zeros_like(y), v), (y, z))[1]
 
 
 def _acceleration(model, q, v, tau, contact, f_ext, passive=None):
@@ -191,11 +182,11 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
     def first(d, x):  # (∂Q/∂q, ∂Q/∂v) at (q ⊕ d, x)
         return _passive_derivatives(model, contact, model.integrate(q, d), x)[1:]
 
-    def second(y, z):  # (∂G/∂q, ∂G/∂v)
+    def minus_second(y, z):  # −(∂G/∂q, ∂G/∂v) = (δA + A C(y), δB), A = −K
         dA, dB = jax.jvp(first, (zv, v), (y, z))[1]
         return dA - K @ _chart_bracket(model, q, y), dB
 
-    d_q, d_v = jax.vmap(second)(Y, Z)
+    d_q, d_v = jax.vmap(minus_second)(Y, Z)
     d_q, d_v = -d_q, -d_v
     dKv_q, dKv_v = d_q[0], d_v[0]
     dWs_q, dWs_v = d_q[1], d_v[1]  # ∂((dt D + dt² K) Δv)/∂(q, v) at fixed Δv
