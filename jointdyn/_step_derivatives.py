@@ -156,7 +156,11 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
     nv, dtype = model.nv, jnp.result_type(q, v, tau)
     eye = jnp.eye(nv, dtype=dtype)
     zv = jnp.zeros(nv, dtype)
-    passive = _passive_derivatives(model, contact, q, v)
+    # (Q, ∂Q/∂q, ∂Q/∂v) at (q ⊕ d, x), linearised at (0, v): its value serves v̇, K and D,
+    # its tangent the second derivatives below (one primal evaluation for both)
+    passive, passive_tangent = jax.linearize(
+        lambda d, x: _passive_derivatives(model, contact, model.integrate(q, d), x), zv, v
+    )
     K, D = -passive[1], -passive[2]  # K = −∂Q/∂q, D = −∂Q/∂v
     a, (A_q, A_v, M_inv) = _acceleration(model, q, v, tau, contact, f_ext, passive)
     M = crba(model, q)
@@ -179,11 +183,8 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
     Y = jnp.stack([v, dt**2 * dv])
     Z = jnp.stack([zv, dt * dv])
 
-    def first(d, x):  # (∂Q/∂q, ∂Q/∂v) at (q ⊕ d, x)
-        return _passive_derivatives(model, contact, model.integrate(q, d), x)[1:]
-
     def minus_second(y, z):  # −(∂G/∂q, ∂G/∂v) = (δA + A C(y), δB), A = −K
-        dA, dB = jax.jvp(first, (zv, v), (y, z))[1]
+        _, dA, dB = passive_tangent(y, z)
         return dA - K @ _chart_bracket(model, q, y), dB
 
     d_q, d_v = jax.vmap(minus_second)(Y, Z)
