@@ -18,12 +18,16 @@ Integrators (`integrator=`):
   (tangent space: the joints' passive forces by forward-mode autodiff, the contact forces'
   analytically, `_passive_derivatives`),
 
-      (M + dt·D + dt²·K) Δv = dt·(M v̇ − dt·K v),   v⁺ = v + Δv,   q⁺ = q ⊕ dt·v⁺.
+      (M + dt·D + dt²·K) Δv = dt·(M v̇ − dt·K v),   v⁺ = v + Δv,   q⁺ = q ⊕ dt·v⁺,
+
+  with `M v̇ = tau + Q − h`, `h = rnea(q, v, 0, f_ext) = C v + g − Σ Jᵀ f_ext`: since the
+  step solves with `W = M + dt·D + dt²·K` anyway, it needs no ABA, and `Q` comes with its
+  Jacobians (the contact forces evaluated once).
 
   This is MuJoCo's `implicitfast` (damping implicit, Coriolis explicit) plus the stiffness
   term, so stiff joint damping *and* stiff contact or limit springs stay stable at a `dt`
-  where the explicit integrators blow up. Costs a CRBA, the Jacobians of `Q` and a dense
-  solve per step.
+  where the explicit integrators blow up. Costs a CRBA, an RNEA, the Jacobians of `Q` and a
+  dense solve per step.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._compile import _traced_with_collections_deferred
 from ._contact import GroundContact, contact_forces, contact_point_forces
 from ._contact_derivatives import contact_joint_force_derivatives
-from ._dynamics import crba, external_joint_forces, forward_dynamics, joint_forces
+from ._dynamics import crba, external_joint_forces, forward_dynamics, joint_forces, rnea
 from ._kinematics import qdot_from_v
 from ._model import Model
 from ._precision import full_precision
@@ -131,12 +135,12 @@ def _step(model, q, v, tau, dt, integrator, contact, f_ext):
         dv = sum(wi * a for wi, a in zip(w, accs, strict=True)) * (dt / 6)
         dq = sum(wi * x for wi, x in zip(w, vs, strict=True)) * (dt / 6)
         return model.integrate(q, dq), v + dv
-    # implicit
-    a = _accel(model, q, v, tau, contact, f_ext)
-    M = crba(model, q)
-    _, dQ_dq, dQ_dv = _passive_derivatives(model, contact, q, v)
+    # implicit: M v̇ = tau + Q − h, so the right-hand side needs no ABA (W is solved anyway)
+    Q, dQ_dq, dQ_dv = _passive_derivatives(model, contact, q, v)
     K, D = -dQ_dq, -dQ_dv
-    dv = jnp.linalg.solve(M + dt * D + dt**2 * K, dt * (M @ a - dt * (K @ v)))
+    M = crba(model, q)
+    h = rnea(model, q, v, jnp.zeros_like(v), f_ext)
+    dv = jnp.linalg.solve(M + dt * D + dt**2 * K, dt * (tau + Q - h - dt * (K @ v)))
     v1 = v + dv
     return model.integrate(q, dt * v1), v1
 

@@ -29,12 +29,15 @@ Moving `q` by `w` is differentiated with `model.integrate_derivatives` (`dIntegr
 - `"rk4"`: the stages `qᵢ = q ⊕ cᵢ dt vᵢ₋₁`, `vᵢ = v + cᵢ dt aᵢ₋₁`, `aᵢ = v̇(qᵢ, vᵢ)` carry
   their Jacobians along (`δqᵢ` in the tangent space at `qᵢ`): four `aba_derivatives`, the
   last three in one `lax.scan` (the program holds two copies, not four).
-- `"implicit"`: `v⁺ = v + Δv`, `W Δv = r`, `W = M + dt D + dt² K`, `r = dt (M v̇ − dt K v)`, so
+- `"implicit"`: `v⁺ = v + Δv`, `W Δv = r`, `W = M + dt D + dt² K`, `r = dt (M v̇ − dt K v)
+  = dt (tau + Q − h − dt K v)` with `h = rnea(q, v, 0, f_ext)` (no ABA, no `aba_derivatives`:
+  the step solves with `W`), so
 
-      δΔv = W⁻¹ (δr − δW Δv),
+      δΔv = W⁻¹ (δr − δW Δv),   δr = dt (δtau + (A − ∂h/∂q) δq + (B − ∂h/∂v) δv − dt δ(K v)),
 
-  `δ(M x)` for a fixed `x` from `rnea_derivatives` of the model without gravity at
-  `(q, 0, x)`, and the derivatives of `G = K y + D z` at fixed `(y, z)` (`K = −∂Q/∂q`,
+  `∂h/∂(q, v)` from `rnea_derivatives` at `(q, v, 0, f_ext)`, `δM Δv` at fixed `Δv` from
+  `rnea_derivatives` of the model without gravity at `(q, 0, Δv)` (one program, two lanes),
+  and the derivatives of `G = K y + D z` at fixed `(y, z)` (`K = −∂Q/∂q`,
   `D = −∂Q/∂v`) from one tangent of the first derivatives along `(y, z)`: second
   derivatives of `Q` are symmetric in the chart `q ⊕ d` at fixed `q`, so, with
   `A(q, v) = ∂Q/∂q`, `B(q, v) = ∂Q/∂v` (`_passive_derivatives`, contact analytic),
@@ -61,7 +64,7 @@ from ._compile import jit_unless_traced
 from ._contact import GroundContact
 from ._derivatives import aba_derivatives, rnea_derivatives
 from ._dtype import astype
-from ._dynamics import crba
+from ._dynamics import crba, rnea
 from ._model import Model
 from ._precision import full_precision
 from ._simulation import INTEGRATORS, _check, _passive_derivatives
@@ -156,24 +159,30 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
     nv, dtype = model.nv, jnp.result_type(q, v, tau)
     eye = jnp.eye(nv, dtype=dtype)
     zv = jnp.zeros(nv, dtype)
-    # (Q, ∂Q/∂q, ∂Q/∂v) at (q ⊕ d, x), linearised at (0, v): its value serves v̇, K and D,
+    # (Q, ∂Q/∂q, ∂Q/∂v) at (q ⊕ d, x), linearised at (0, v): its value serves r, K and D,
     # its tangent the second derivatives below (one primal evaluation for both)
     passive, passive_tangent = jax.linearize(
         lambda d, x: _passive_derivatives(model, contact, model.integrate(q, d), x), zv, v
     )
-    K, D = -passive[1], -passive[2]  # K = −∂Q/∂q, D = −∂Q/∂v
-    a, (A_q, A_v, M_inv) = _acceleration(model, q, v, tau, contact, f_ext, passive)
+    Q, A, B = passive  # A = ∂Q/∂q, B = ∂Q/∂v
+    K, D = -A, -B
     M = crba(model, q)
     W = M + dt * D + dt**2 * K
     Kv = K @ v
-    r = dt * (M @ a - dt * Kv)
-    dv = jnp.linalg.solve(W, r)
+    h = rnea(model, q, v, zv, f_ext)  # C v + g − Σ Jᵀ f_ext, so M v̇ = tau + Q − h
+    dv = jnp.linalg.solve(W, dt * (tau + Q - h - dt * Kv))
     v1 = v + dv
 
-    weightless = eqx.tree_at(lambda m: m.gravity, model, jnp.zeros_like(model.gravity))
+    # ∂h/∂(q, v) at (q, v, 0, f_ext) and ∂(M Δv)/∂q at fixed Δv (RNEA at (q, 0, Δv) without
+    # gravity or f_ext): two lanes of one `rnea_derivatives` program
+    def rnea_partials(g, vel, acc, fe):
+        return rnea_derivatives(eqx.tree_at(lambda m: m.gravity, model, g), q, vel, acc, fe)
 
-    def dMx_dq(x):  # ∂(M(q) x)/∂q at fixed x, tangent space
-        return rnea_derivatives(weightless, q, zv, x)[0]
+    fe_axis = None if f_ext is None else 0
+    fe = None if f_ext is None else jnp.stack([f_ext, jnp.zeros_like(f_ext)])
+    lanes = (jnp.stack([model.gravity, jnp.zeros_like(model.gravity)]), jnp.stack([v, zv]))
+    dtau_dq, dtau_dv = jax.vmap(rnea_partials, (0, 0, 0, fe_axis))(*lanes, jnp.stack([zv, dv]), fe)
+    dh_q, dh_v, dMdv_dq = dtau_dq[0], dtau_dv[0], dtau_dq[1]
 
     # The derivatives of `K v` (in r) and of `(dt D + dt² K) Δv` (in W Δv) at fixed vectors:
     # both are `G = −∂Q/∂q y − ∂Q/∂v z` at fixed directions `(y, z)`, so one map over the two
@@ -183,22 +192,19 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
     Y = jnp.stack([v, dt**2 * dv])
     Z = jnp.stack([zv, dt * dv])
 
-    def minus_second(y, z):  # −(∂G/∂q, ∂G/∂v) = (δA + A C(y), δB), A = −K
+    def minus_second(y, z):  # −(∂G/∂q, ∂G/∂v) = (δA + A C(y), δB)
         _, dA, dB = passive_tangent(y, z)
-        return dA - K @ _chart_bracket(model, q, y), dB
+        return dA + A @ _chart_bracket(model, q, y), dB
 
     d_q, d_v = jax.vmap(minus_second)(Y, Z)
     d_q, d_v = -d_q, -d_v
     dKv_q, dKv_v = d_q[0], d_v[0]
     dWs_q, dWs_v = d_q[1], d_v[1]  # ∂((dt D + dt² K) Δv)/∂(q, v) at fixed Δv
 
-    # δ(M a) = δM a + M δa, with M δa = M (A_q, A_v, M⁻¹); δM a and δM Δv from one map
-    dMa_dq, dMdv_dq = jax.vmap(dMx_dq)(jnp.stack([a, dv]))
-    dMa_q = dMa_dq + M @ A_q
-    dMa_v = M @ A_v
-    dr_q = dt * (dMa_q - dt * dKv_q)
-    dr_v = dt * (dMa_v - dt * (dKv_v + K))
-    dr_u = dt * eye  # M M⁻¹
+    # r = dt (tau + Q − h − dt K v),  W Δv = r  ⇒  W δΔv = δr − δW Δv
+    dr_q = dt * (A - dh_q - dt * dKv_q)
+    dr_v = dt * (B - dh_v - dt * (dKv_v + K))
+    dr_u = dt * eye
     dW_q = dMdv_dq + dWs_q
     dW_v = dWs_v
     rhs = jnp.concatenate([dr_q - dW_q, dr_v - dW_v, dr_u], 1)
