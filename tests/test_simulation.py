@@ -225,6 +225,16 @@ def test_implicit_step_is_stable_where_euler_is_not():
     np.testing.assert_allclose(implicit.contact_forces[-1, :, 2].sum(), 10 * 9.81, rtol=1e-2)
 
 
+def _box_with(model, contact, mass, stiffness, damping):
+    """The box of `_box` with its mass (10 kg by default), contact stiffness and the free
+    joint's damping replaced (traced values: for gradients in them)."""
+    inertias = model.inertias
+    scaled = type(inertias)(inertias.mass * mass / 10.0, inertias.com, inertias.inertia)
+    m = eqx.tree_at(lambda m: m.inertias, model, scaled)
+    m = eqx.tree_at(lambda m: m.joints[0].params.damping, m, jnp.full(6, damping))
+    return m, eqx.tree_at(lambda c: c.stiffness, contact, stiffness)
+
+
 def test_rollout_gradients_match_finite_differences(box):
     """d(final x + z)/d(mass, contact stiffness, joint damping, initial velocity), 200 steps
     of a box landing and sliding, against central differences."""
@@ -232,11 +242,7 @@ def test_rollout_gradients_match_finite_differences(box):
 
     def final(x):
         mass, stiffness, damping, vx = x
-        inertias = model.inertias
-        scaled = type(inertias)(inertias.mass * mass / 10.0, inertias.com, inertias.inertia)
-        m = eqx.tree_at(lambda m: m.inertias, model, scaled)
-        m = eqx.tree_at(lambda m: m.joints[0].params.damping, m, jnp.full(6, damping))
-        c = eqx.tree_at(lambda c: c.stiffness, contact, stiffness)
+        m, c = _box_with(model, contact, mass, stiffness, damping)
         q0 = jnp.array([1.0, 0, 0, 0, 0, 0, 0.062])
         v0 = jnp.array([0, 0.3, 0, vx, 0, -0.1])
         traj = jd.rollout(m, q0, v0, jnp.zeros((200, 6)), 1e-3, contact=c, checkpoint="step")
@@ -250,6 +256,30 @@ def test_rollout_gradients_match_finite_differences(box):
         fd = (f(x + e) - f(x - e)) / (2 * h)
         np.testing.assert_allclose(g[i], fd, rtol=1e-4, atol=1e-12)
         assert abs(float(g[i] * x[i])) > 1e-6  # each parameter moves the final position
+
+
+def test_implicit_step_gradients_match_finite_differences(box):
+    """One implicit step of the box pressed into the ground and sliding: d(x⁺ + z⁺ + v⁺_z)
+    /d(mass, contact stiffness, joint damping, vx, dt) against central differences (the step's
+    `K`, `D` from the analytic contact Jacobians, differentiated again by `jax.grad`)."""
+    model, contact, _ = box
+
+    def after(x):
+        mass, stiffness, damping, vx, dt = x
+        m, c = _box_with(model, contact, mass, stiffness, damping)
+        q0 = jnp.array([1.0, 0, 0, 0, 0, 0, 0.058])  # the corners' spheres 2 mm in
+        v0 = jnp.array([0, 0.3, 0, vx, 0, -0.1])
+        q1, v1 = jd.step(m, q0, v0, jnp.zeros(6), dt, integrator="implicit", contact=c)
+        return q1[4] + q1[6] + v1[5]
+
+    x = jnp.array([10.0, 1e6, 0.5, 2.0, 2e-3])
+    g = jax.jit(jax.grad(after))(x)
+    f = jax.jit(after)
+    for i, h in enumerate([1e-4, 10.0, 1e-4, 1e-6, 1e-7]):
+        e = jnp.zeros(5).at[i].set(h)
+        fd = (f(x + e) - f(x - e)) / (2 * h)
+        np.testing.assert_allclose(g[i], fd, rtol=1e-5, atol=1e-12)
+        assert abs(float(g[i] * x[i])) > 1e-6  # each parameter moves the next state
 
 
 # -- interfaces -------------------------------------------------------------------------------
