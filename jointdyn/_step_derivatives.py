@@ -232,8 +232,8 @@ def step_derivatives(
         fx[:, :nv] = ∂(q⁺, v⁺)/∂δq  with q ← q ⊕ δq,   fx[:, nv:] = ∂(q⁺, v⁺)/∂v,
         fu = ∂(q⁺, v⁺)/∂tau,         rows: (q⁺' ⊖ q⁺, v⁺' − v⁺)
 
-    built on the analytic `aba_derivatives` and `model.integrate_derivatives` (formulas: this
-    module's docstring). Every integrator of `jd.step`; the contact forces of a
+    built on the analytic `aba_derivatives` (`rnea_derivatives` for `"implicit"`) and
+    `model.integrate_derivatives` (formulas: this module's docstring). Every integrator of `jd.step`; the contact forces of a
     `GroundContact` and the joints' passive forces (damping, springs, friction, limit stops)
     are included, `f_ext` (`F_Bo_W`) is held fixed in world axes. One sample; batch a horizon
     with `jax.vmap` or `jd.batched`.
