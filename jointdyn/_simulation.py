@@ -135,14 +135,25 @@ def _step(model, q, v, tau, dt, integrator, contact, f_ext):
         dv = sum(wi * a for wi, a in zip(w, accs, strict=True)) * (dt / 6)
         dq = sum(wi * x for wi, x in zip(w, vs, strict=True)) * (dt / 6)
         return model.integrate(q, dq), v + dv
-    # implicit: M v̇ = tau + Q − h, so the right-hand side needs no ABA (W is solved anyway)
-    Q, dQ_dq, dQ_dv = _passive_derivatives(model, contact, q, v)
-    K, D = -dQ_dq, -dQ_dv
-    M = crba(model, q)
-    h = rnea(model, q, v, jnp.zeros_like(v), f_ext)
-    dv = jnp.linalg.solve(M + dt * D + dt**2 * K, dt * (tau + Q - h - dt * (K @ v)))
+    # implicit
+    _, dv = _implicit_velocity_change(
+        model, q, v, tau, dt, _passive_derivatives(model, contact, q, v), f_ext
+    )
     v1 = v + dv
     return model.integrate(q, dt * v1), v1
+
+
+def _implicit_velocity_change(model, q, v, tau, dt, passive, f_ext):
+    """The implicit step's `(W, Δv)` from `passive = (Q, ∂Q/∂q, ∂Q/∂v)`:
+
+        W = M + dt D + dt² K,   W Δv = dt (tau + Q − h − dt K v),   h = rnea(q, v, 0, f_ext)
+
+    (`K = −∂Q/∂q`, `D = −∂Q/∂v`; `M v̇ = tau + Q − h`, so no ABA: `W` is solved anyway).
+    Shared by `step` and `step_derivatives`."""
+    Q, A, B = passive
+    W = crba(model, q) - dt * B - dt**2 * A
+    h = rnea(model, q, v, jnp.zeros_like(v), f_ext)
+    return W, jnp.linalg.solve(W, dt * (tau + Q - h + dt * (A @ v)))
 
 
 @full_precision

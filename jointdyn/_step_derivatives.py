@@ -64,10 +64,9 @@ from ._compile import jit_unless_traced
 from ._contact import GroundContact
 from ._derivatives import aba_derivatives, rnea_derivatives
 from ._dtype import astype
-from ._dynamics import crba, rnea
 from ._model import Model
 from ._precision import full_precision
-from ._simulation import INTEGRATORS, _check, _passive_derivatives
+from ._simulation import INTEGRATORS, _check, _implicit_velocity_change, _passive_derivatives
 
 
 class StepDerivatives(eqx.Module):
@@ -164,13 +163,9 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
     passive, passive_tangent = jax.linearize(
         lambda d, x: _passive_derivatives(model, contact, model.integrate(q, d), x), zv, v
     )
-    Q, A, B = passive  # A = ∂Q/∂q, B = ∂Q/∂v
-    K, D = -A, -B
-    M = crba(model, q)
-    W = M + dt * D + dt**2 * K
-    Kv = K @ v
-    h = rnea(model, q, v, zv, f_ext)  # C v + g − Σ Jᵀ f_ext, so M v̇ = tau + Q − h
-    dv = jnp.linalg.solve(W, dt * (tau + Q - h - dt * Kv))
+    _, A, B = passive  # A = ∂Q/∂q = −K, B = ∂Q/∂v = −D
+    K = -A
+    W, dv = _implicit_velocity_change(model, q, v, tau, dt, passive, f_ext)
     v1 = v + dv
 
     # ∂h/∂(q, v) at (q, v, 0, f_ext) and ∂(M Δv)/∂q at fixed Δv (RNEA at (q, 0, Δv) without
@@ -192,12 +187,11 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
     Y = jnp.stack([v, dt**2 * dv])
     Z = jnp.stack([zv, dt * dv])
 
-    def minus_second(y, z):  # −(∂G/∂q, ∂G/∂v) = (δA + A C(y), δB)
+    def second(y, z):  # (∂G/∂q, ∂G/∂v) = −(δA + A C(y), δB)
         _, dA, dB = passive_tangent(y, z)
-        return dA + A @ _chart_bracket(model, q, y), dB
+        return -(dA + A @ _chart_bracket(model, q, y)), -dB
 
-    d_q, d_v = jax.vmap(minus_second)(Y, Z)
-    d_q, d_v = -d_q, -d_v
+    d_q, d_v = jax.vmap(second)(Y, Z)
     dKv_q, dKv_v = d_q[0], d_v[0]
     dWs_q, dWs_v = d_q[1], d_v[1]  # ∂((dt D + dt² K) Δv)/∂(q, v) at fixed Δv
 
@@ -233,9 +227,9 @@ def step_derivatives(
         fu = ∂(q⁺, v⁺)/∂tau,         rows: (q⁺' ⊖ q⁺, v⁺' − v⁺)
 
     built on the analytic `aba_derivatives` (`rnea_derivatives` for `"implicit"`) and
-    `model.integrate_derivatives` (formulas: this module's docstring). Every integrator of `jd.step`; the contact forces of a
-    `GroundContact` and the joints' passive forces (damping, springs, friction, limit stops)
-    are included, `f_ext` (`F_Bo_W`) is held fixed in world axes. One sample; batch a horizon
+    `model.integrate_derivatives` (formulas: this module's docstring). Every integrator of
+    `jd.step`; the contact forces of a `GroundContact` and the joints' passive forces
+    (damping, springs, friction, limit stops) are included, `f_ext` (`F_Bo_W`) is held fixed in world axes. One sample; batch a horizon
     with `jax.vmap` or `jd.batched`.
 
     **Returns:** `StepDerivatives(q, v, fx, fu)`, `q, v` the next state as `jd.step` gives it
