@@ -13,6 +13,7 @@ from typing import Any
 import jax
 
 from ._autodiff import jacfwd_lanes, rules_enabled, tangent_lanes_hint
+from ._dtype import floating_converter
 from ._packed import unpacked
 from ._precision import full_precision
 
@@ -226,13 +227,16 @@ def jit_unless_traced(fn: Callable) -> Callable:
     `grad` does, where a nested jit takes no compiler options). Under an un-jitted
     `jax.jacfwd` the number of its tangent lanes is passed to the rules traced by the jitted
     call's JVP (`tangent_lanes_hint`), which cannot see them on their tracers. A
-    `PackedModel` argument is unpacked inside (`accepts_packed`).
+    `PackedModel` argument is unpacked inside (`accepts_packed`); integer states and lists
+    become floating-point arrays first (`_dtype.floating_converter`).
     """
     jitted = {}  # per state of `differentiation_rules` (read when tracing), and per kind
     inner = _traced_with_collections_deferred(full_precision(accepts_packed(fn)))
+    to_floating = floating_converter(fn)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        args, kwargs = to_floating(args, kwargs)
         tracers = _tracers(args, kwargs)
         if _under_trace(tracers):
             return inner(*args, **kwargs)

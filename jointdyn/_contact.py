@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._dtype import astype
+from ._dtype import astype, floating_arguments
 from ._kinematics import forward_kinematics
 from ._linalg import cross
 from ._model import Model
@@ -133,6 +133,7 @@ def _per_sphere(x: ArrayLike, n: int, name: str, positive: bool = False) -> Arra
     return a
 
 
+@floating_arguments
 @full_precision
 def contact_point_forces(
     model: Model, contact: GroundContact, q: Float[Array, " nq"], v: Float[Array, " nv"]
@@ -176,6 +177,7 @@ def force_law(contact: GroundContact, p_P: Array, v_P: Array) -> Array:
     return jnp.concatenate([f_t, f_n[:, None]], -1)
 
 
+@floating_arguments
 @full_precision
 def contact_forces(
     model: Model, contact: GroundContact, q: Float[Array, " nq"], v: Float[Array, " nv"]

@@ -1,8 +1,12 @@
-"""Casting a pytree's floating-point leaves to the dtype of the inputs."""
+"""Casting a pytree's floating-point leaves to the dtype of the inputs; the algorithms' state
+arguments as floating-point arrays."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -23,3 +27,68 @@ def astype(tree: T, dtype) -> T:
         return x
 
     return jax.tree.map(cast, tree)
+
+
+#: The algorithms' state arguments, by name: configurations, velocities, accelerations,
+#: torques, external forces (`floating_arguments` makes them floating-point arrays).
+STATE_ARGUMENTS = frozenset({"q", "v", "vdot", "tau", "f_ext", "q0", "v0", "controls"})
+
+
+def floating(x: Any, name: str = "x") -> Any:
+    """`x` as an array of a floating dtype, for an algorithm's state argument `name`.
+
+    Floating arrays (JAX or NumPy, tracers included) pass unchanged, as do None and callables
+    (a policy). Integer and boolean arrays, Python numbers and lists become arrays of JAX's
+    default floating dtype (float32; float64 with `jax_enable_x64`), as `jnp.sin` would make
+    them: `jd.aba(model, np.zeros(nq, int), …)` is `jd.aba(model, np.zeros(nq), …)`.
+    **Raises:** `TypeError` naming the argument for complex values.
+    """
+    if x is None or callable(x):
+        return x
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and (dtype.kind == "f" or jnp.issubdtype(dtype, jnp.floating)):
+        return x
+    x = jnp.asarray(x)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise TypeError(f"`{name}` must be real, got dtype {x.dtype}")
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.result_type(float))
+    return x
+
+
+def floating_converter(fn: Callable) -> Callable[[tuple, dict], tuple[tuple, dict]]:
+    """`(args, kwargs) -> (args, kwargs)` for calls of `fn`, with its `STATE_ARGUMENTS` (found
+    by name in its signature, passed by position or keyword) made floating-point arrays by
+    `floating`; the arguments unchanged (the same objects) when they already are."""
+    names = list(inspect.signature(fn).parameters)
+    positions = [(i, n) for i, n in enumerate(names) if n in STATE_ARGUMENTS]
+
+    def convert(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        if any(i < len(args) and floating(args[i], n) is not args[i] for i, n in positions):
+            args = (
+                tuple(
+                    floating(x, names[i]) if names[i] in STATE_ARGUMENTS else x
+                    for i, x in enumerate(args[: len(names)])
+                )
+                + args[len(names) :]
+            )
+        for n in STATE_ARGUMENTS.intersection(kwargs):
+            kwargs = {**kwargs, n: floating(kwargs[n], n)}
+        return args, kwargs
+
+    return convert
+
+
+def floating_arguments(fn: Callable) -> Callable:
+    """`fn` with its state arguments made floating-point arrays before the call
+    (`floating_converter`). Without this, an integer `q` (`jnp.zeros(nq, int)`) or a list
+    failed deep inside JAX's differentiation of the joints (a `float0` tangent) instead of
+    computing in floating point."""
+    convert = floating_converter(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        args, kwargs = convert(args, kwargs)
+        return fn(*args, **kwargs)
+
+    return wrapper

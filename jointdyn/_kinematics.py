@@ -25,7 +25,7 @@ from jaxtyping import Array, Float
 
 from ._autodiff import rules_enabled
 from ._compile import accepts_packed, jit_unless_traced
-from ._dtype import astype
+from ._dtype import astype, floating_arguments
 from ._joint import AbstractJoint
 from ._linalg import add, cross, identity, inverse3, matmul, matvec, mul, rmatvec, sub
 from ._model import Model
@@ -383,6 +383,7 @@ def _jacobians_at(p: Plan, t: JointTerms, points: Array, mask) -> Array:
     return jnp.concatenate([w, v], 1)
 
 
+@floating_arguments
 @functools.partial(jax.jit, static_argnames="frame")
 @accepts_packed
 @full_precision

@@ -42,6 +42,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._compile import _traced_with_collections_deferred
 from ._contact import GroundContact, contact_forces, contact_point_forces
 from ._contact_derivatives import contact_joint_force_derivatives
+from ._dtype import floating_arguments
 from ._dynamics import crba, external_joint_forces, forward_dynamics, joint_forces, rnea
 from ._kinematics import qdot_from_v
 from ._model import Model
@@ -156,6 +157,7 @@ def _implicit_velocity_change(model, q, v, tau, dt, passive, f_ext):
     return W, jnp.linalg.solve(W, dt * (tau + Q - h + dt * (A @ v)))
 
 
+@floating_arguments
 @full_precision
 def step(
     model: Model,
@@ -181,6 +183,7 @@ def step(
     return model.normalize(q1), v1
 
 
+@floating_arguments
 @full_precision
 @_traced_with_collections_deferred
 def rollout(

@@ -63,7 +63,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._compile import jit_unless_traced
 from ._contact import GroundContact
 from ._derivatives import aba_derivatives, rnea_derivatives
-from ._dtype import astype
+from ._dtype import astype, floating_arguments
 from ._model import Model
 from ._precision import full_precision
 from ._simulation import INTEGRATORS, _check, _implicit_velocity_change, _passive_derivatives
@@ -209,6 +209,7 @@ def _implicit(model, q, v, tau, dt, contact, f_ext):
     return model.integrate(q, dt * v1), v1, Dq1, Dv1
 
 
+@floating_arguments
 @full_precision
 def step_derivatives(
     model: Model,

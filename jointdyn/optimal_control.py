@@ -101,6 +101,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 from ._batching import batched
 from ._compile import _traced_with_collections_deferred
 from ._contact import GroundContact
+from ._dtype import floating
 from ._model import Model
 from ._precision import full_precision
 from ._simulation import INTEGRATORS, check_contact, step
@@ -178,7 +179,7 @@ class ShootingProblem(eqx.Module):
             raise ValueError("`running_cost` must be a function (q, v, tau) -> scalar or residual")
         if not callable(terminal_cost):
             raise ValueError("`terminal_cost` must be a function (q, v) -> scalar or residual")
-        q0, v0 = jnp.asarray(q0), jnp.asarray(v0)
+        q0, v0 = floating(q0, "q0"), floating(v0, "v0")  # integers and lists: float arrays
         for name, x, n in (("q0", q0, model.nq), ("v0", v0, model.nv)):
             if x.shape != (n,):
                 raise ValueError(f"`{name}` must have shape ({n},), got {x.shape}")

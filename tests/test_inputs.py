@@ -1,0 +1,61 @@
+"""State arguments given as integers or lists compute in floating point, as with float arrays.
+
+`jnp.array([0, 0])` is an integer array; before `_dtype.floating_arguments`, most algorithms
+failed with it deep inside JAX (a `float0` tangent in the joints' differentiation), and lists
+with an `AttributeError`. Each function is compared with its float call (the same compiled
+program: the converted inputs have the float dtype)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jointdyn as jd
+from jointdyn import optimal_control as oc
+
+MODEL = jd.load_model("double_pendulum")
+CONTACT = jd.GroundContact(MODEL, [MODEL.body_names[-1]], [[0.0, 0.0, 0.0]], 0.0, stiffness=1e3)
+Q, V, U = np.array([1, -2]), np.array([0, 3]), np.array([2, 1])  # NumPy integer arrays
+
+CALLS = {  # name: (function, state arguments by position after the model)
+    "aba": (jd.aba, (Q, V, U)),
+    "rnea": (jd.rnea, (Q, V, U)),
+    "forward_dynamics": (jd.forward_dynamics, (Q, V, U)),
+    "crba": (jd.crba, (Q,)),
+    "bias_forces": (jd.bias_forces, (Q, V)),
+    "kinetic_energy": (jd.kinetic_energy, (Q, V)),
+    "forward_kinematics": (jd.forward_kinematics, (Q, V, U)),
+    "jacobian": (lambda m, q: jd.jacobian(m, q, MODEL.body_names[-1]), (Q,)),
+    "aba_derivatives": (jd.aba_derivatives, (Q, V, U)),
+    "regressor": (jd.regressor, (Q, V, U)),
+    "step": (lambda m, q, v, u: jd.step(m, q, v, u, 0.01, contact=CONTACT), (Q, V, U)),
+    "step_derivatives": (lambda m, q, v, u: jd.step_derivatives(m, q, v, u, 0.01), (Q, V, U)),
+    "rollout": (lambda m, q, v, u: jd.rollout(m, q, v, u, 0.01), (Q, V, np.stack([U, U]))),
+    "contact_forces": (lambda m, q, v: jd.contact_forces(m, CONTACT, q, v), (Q, V)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_integer_and_list_states_compute_in_floating_point(name):
+    fn, states = CALLS[name]
+    want = fn(MODEL, *(jnp.asarray(x, jnp.float64) for x in states))
+    for given in (states, tuple(x.tolist() for x in states)):  # integer arrays, lists
+        got = fn(MODEL, *given)
+        for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+            assert a.dtype == b.dtype == jnp.float64, name
+            np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def test_keywords_and_complex_states():
+    want = jd.aba(MODEL, jnp.asarray(Q, float), jnp.asarray(V, float), jnp.asarray(U, float))
+    np.testing.assert_array_equal(jd.aba(MODEL, q=[1, -2], v=[0, 3], tau=[2, 1]), want)
+    with pytest.raises(TypeError, match="`v` must be real"):
+        jd.aba(MODEL, Q, V + 1j, U)
+
+
+def test_shooting_problem_with_integer_initial_state():
+    """`ShootingProblem` took its dtype from `q0`, `v0`: integers made `dt = 0.02` a 0 and the
+    unbounded torque limits `−inf` an error."""
+    problem = oc.ShootingProblem(MODEL, Q, [0, 0], 4, 0.02, lambda q, v, u: u, lambda q, v: q)
+    assert problem.q0.dtype == problem.v0.dtype == problem.dt.dtype == jnp.float64
+    assert float(problem.dt) == 0.02 and bool(jnp.all(problem.tau_lower == -jnp.inf))
