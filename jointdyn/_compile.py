@@ -13,7 +13,7 @@ from typing import Any
 import jax
 
 from ._autodiff import jacfwd_lanes, rules_enabled, tangent_lanes_hint
-from ._dtype import floating_converter
+from ._dtype import floating_arguments, floating_converter
 from ._packed import unpacked
 from ._precision import full_precision
 
@@ -228,11 +228,13 @@ def jit_unless_traced(fn: Callable) -> Callable:
     `jax.jacfwd` the number of its tangent lanes is passed to the rules traced by the jitted
     call's JVP (`tangent_lanes_hint`), which cannot see them on their tracers. A
     `PackedModel` argument is unpacked inside (`accepts_packed`); integer states and lists
-    become floating-point arrays first (`_dtype.floating_converter`).
+    become floating-point arrays first (`_dtype.floating_arguments`).
     """
     jitted = {}  # per state of `differentiation_rules` (read when tracing), and per kind
-    inner = _traced_with_collections_deferred(full_precision(accepts_packed(fn)))
-    to_floating = floating_converter(fn)
+    inner = _traced_with_collections_deferred(
+        full_precision(accepts_packed(floating_arguments(fn)))
+    )
+    to_floating = floating_converter(fn, python_only=True)  # arrays: converted when traced
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):

@@ -32,6 +32,8 @@ def astype(tree: T, dtype) -> T:
 #: The algorithms' state arguments, by name: configurations, velocities, accelerations,
 #: torques, external forces (`floating_arguments` makes them floating-point arrays).
 STATE_ARGUMENTS = frozenset({"q", "v", "vdot", "tau", "f_ext", "q0", "v0", "controls"})
+_FLOAT_DTYPES = frozenset(jnp.dtype(t) for t in ("float16", "bfloat16", "float32", "float64"))
+_PYTHON_TYPES = frozenset({list, tuple, int, float, bool})
 
 
 def floating(x: Any, name: str = "x") -> Any:
@@ -56,24 +58,36 @@ def floating(x: Any, name: str = "x") -> Any:
     return x
 
 
-def floating_converter(fn: Callable) -> Callable[[tuple, dict], tuple[tuple, dict]]:
+def floating_converter(
+    fn: Callable, python_only: bool = False
+) -> Callable[[tuple, dict], tuple[tuple, dict]]:
     """`(args, kwargs) -> (args, kwargs)` for calls of `fn`, with its `STATE_ARGUMENTS` (found
     by name in its signature, passed by position or keyword) made floating-point arrays by
-    `floating`; the arguments unchanged (the same objects) when they already are."""
+    `floating`; the arguments unchanged (the same objects) when they already are. With
+    `python_only`, only Python numbers, lists and tuples are converted (arrays pass as they
+    are: for a caller that converts them inside its traced function, at no cost per call)."""
     names = list(inspect.signature(fn).parameters)
-    positions = [(i, n) for i, n in enumerate(names) if n in STATE_ARGUMENTS]
+    positions = tuple(i for i, n in enumerate(names) if n in STATE_ARGUMENTS)
+
+    def needed(x) -> bool:
+        if python_only:
+            return type(x) in _PYTHON_TYPES
+        return x is not None and getattr(x, "dtype", None) not in _FLOAT_DTYPES
 
     def convert(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        if any(i < len(args) and floating(args[i], n) is not args[i] for i, n in positions):
-            args = (
-                tuple(
-                    floating(x, names[i]) if names[i] in STATE_ARGUMENTS else x
-                    for i, x in enumerate(args[: len(names)])
+        # the common case (float arrays) costs a type lookup per argument: this runs on
+        # direct calls, whose latency matters (`use_low_latency_cpu`)
+        n = len(args)
+        for i in positions:
+            if i < n and needed(args[i]):
+                args = tuple(
+                    floating(x, names[j]) if j in positions else x for j, x in enumerate(args)
                 )
-                + args[len(names) :]
-            )
-        for n in STATE_ARGUMENTS.intersection(kwargs):
-            kwargs = {**kwargs, n: floating(kwargs[n], n)}
+                break
+        if kwargs:
+            for name in STATE_ARGUMENTS.intersection(kwargs):
+                if needed(kwargs[name]):
+                    kwargs = {**kwargs, name: floating(kwargs[name], name)}
         return args, kwargs
 
     return convert

@@ -2,8 +2,7 @@
 
 `jnp.array([0, 0])` is an integer array; before `_dtype.floating_arguments`, most algorithms
 failed with it deep inside JAX (a `float0` tangent in the joints' differentiation), and lists
-with an `AttributeError`. Each function is compared with its float call (the same compiled
-program: the converted inputs have the float dtype)."""
+with an `AttributeError`. Each function is compared with its call on float arrays."""
 
 import jax
 import jax.numpy as jnp
