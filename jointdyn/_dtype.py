@@ -31,7 +31,7 @@ def astype(tree: T, dtype) -> T:
 
 #: The algorithms' state arguments, by name: configurations, velocities, accelerations,
 #: torques, external forces (`floating_arguments` makes them floating-point arrays).
-STATE_ARGUMENTS = frozenset({"q", "v", "vdot", "tau", "f_ext", "q0", "v0", "controls"})
+STATE_ARGUMENTS = frozenset({"q", "v", "vdot", "tau", "f_ext", "q0", "q1", "v0", "controls"})
 _FLOAT_DTYPES = frozenset(jnp.dtype(t) for t in ("float16", "bfloat16", "float32", "float64"))
 _PYTHON_TYPES = frozenset({list, tuple, int, float, bool})
 

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
+from ._dtype import floating_arguments
 from ._joint import AbstractJoint, JointParams
 from ._model_checks import singular_mass_matrix
 from ._spatial import SpatialInertia, Transform
@@ -162,16 +163,19 @@ class Model(eqx.Module):
         return self._joint_param("default_position")
 
     @eqx.filter_jit
+    @floating_arguments
     def integrate(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, " nq"]:
         """`q ⊕ v`, joint by joint."""
         return map_joints(self, lambda j, qj, vj: j.integrate(qj, vj), q=q, v=v, q_out=True)
 
     @eqx.filter_jit
+    @floating_arguments
     def difference(self, q0: Float[Array, " nq"], q1: Float[Array, " nq"]) -> Float[Array, " nv"]:
         """`q1 ⊖ q0`, joint by joint."""
         return map_joints(self, lambda j, a, b: j.difference(a, b), q=q0, q2=q1, v_out=True)
 
     @eqx.filter_jit
+    @floating_arguments
     def integrate_derivatives(
         self, q: Float[Array, " nq"], v: Float[Array, " nv"]
     ) -> tuple[Float[Array, "nv nv"], Float[Array, "nv nv"]]:
@@ -186,6 +190,7 @@ class Model(eqx.Module):
         return _block_diagonal(self, map_groups(self, fn, q=q, v=v))
 
     @eqx.filter_jit
+    @floating_arguments
     def difference_derivatives(
         self, q0: Float[Array, " nq"], q1: Float[Array, " nq"]
     ) -> tuple[Float[Array, "nv nv"], Float[Array, "nv nv"]]:
@@ -199,11 +204,13 @@ class Model(eqx.Module):
         fn = lambda j, a, b: j.difference_derivatives(a, b)  # noqa: E731
         return _block_diagonal(self, map_groups(self, fn, q=q0, q2=q1))
 
+    @floating_arguments
     def interpolate(self, q0: Array, q1: Array, t: ArrayLike) -> Float[Array, " nq"]:
         """`q0 ⊕ t (q1 ⊖ q0)`."""
         return self.integrate(q0, t * self.difference(q0, q1))
 
     @eqx.filter_jit
+    @floating_arguments
     def normalize(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:
         return normalize_joints(self, q)
 

@@ -58,3 +58,26 @@ def test_shooting_problem_with_integer_initial_state():
     problem = oc.ShootingProblem(MODEL, Q, [0, 0], 4, 0.02, lambda q, v, u: u, lambda q, v: q)
     assert problem.q0.dtype == problem.v0.dtype == problem.dt.dtype == jnp.float64
     assert float(problem.dt) == 0.02 and bool(jnp.all(problem.tau_lower == -jnp.inf))
+
+
+def test_configuration_operations_with_integer_states():
+    """`Model.integrate` and friends on a floating base: integer `q` failed in the quaternion
+    (`data type int64 not inexact`)."""
+    model = jd.load_model("quadruped")
+    q = np.asarray(model.neutral()).round().astype(int)  # an integer configuration
+    v = np.arange(model.nv) % 3 - 1
+    qf, vf = q.astype(float), v.astype(float)
+    for name, got, want in [
+        ("integrate", model.integrate(q, v), model.integrate(qf, vf)),
+        ("difference", model.difference(q, list(q)), model.difference(qf, qf)),
+        ("normalize", model.normalize(q), model.normalize(qf)),
+        ("interpolate", model.interpolate(q, q, 0.5), model.interpolate(qf, qf, 0.5)),
+        (
+            "integrate_derivatives",
+            model.integrate_derivatives(q, v),
+            model.integrate_derivatives(qf, vf),
+        ),
+    ]:
+        for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+            assert a.dtype == jnp.float64, name
+            np.testing.assert_array_equal(a, b, err_msg=name)
