@@ -57,6 +57,10 @@ def batched(
 
     **Returns:** a function of the same arguments whose outputs have a leading batch axis.
     It composes with `jit`, `grad` and `vmap` (it is `lax.map`, a `scan` over chunks).
+
+    **Raises** (when called): `ValueError` for `in_axes` other than 0 / None, mapped arguments
+    of different batch sizes or with a scalar leaf, a `chunk_size` that is not a positive int,
+    None or `"auto"`, an unknown `layout`.
     """
 
     def wrapped(*args: Any):
@@ -64,7 +68,25 @@ def batched(
         for a in axes:
             if a not in (0, None):
                 raise ValueError(f"`in_axes` entries must be 0 or None, got {a!r}")
+        sizes = {
+            np.shape(y)[0] if np.ndim(y) else None
+            for x, a in zip(args, axes, strict=True)
+            if a == 0
+            for y in jax.tree.leaves(x)
+        }
+        if None in sizes:
+            raise ValueError("a mapped argument (`in_axes` 0) has a scalar leaf: no batch axis")
+        if len(sizes) > 1:
+            raise ValueError(
+                f"mapped arguments (`in_axes` 0) must share one leading-axis (batch) size, "
+                f"got {sorted(sizes)}"
+            )
         size = chunk_size
+        if not (
+            size in ("auto", None)
+            or (isinstance(size, int | np.integer) and not isinstance(size, bool) and size >= 1)
+        ):
+            raise ValueError(f"`chunk_size` must be a positive int, None or 'auto', got {size!r}")
         on_cpu = jax.default_backend() == "cpu"
         if size == "auto":
             size = CPU_CHUNK_SIZE if on_cpu else None

@@ -73,6 +73,18 @@ def test_batched_bad_axes(batch):
         jd.batched(jd.aba, (None, 0))(model, q, v, tau)
     with pytest.raises(ValueError, match="in_axes"):
         jd.device_put_batched((model, q), (None, 0, 0))
+    # batch sizes that differ (one chunk or several), a scalar mapped leaf, a bad chunk size:
+    # each a ValueError naming the problem (were an error about `batch_last`'s last axis, a
+    # reshape error and a ZeroDivisionError)
+    for n in (2, 40):
+        rows = lambda x, k: jnp.resize(x, (k, x.shape[1]))  # noqa: E731
+        with pytest.raises(ValueError, match=r"one leading-axis \(batch\) size"):
+            jd.batched(jd.aba, (None, 0, 0, 0))(model, rows(q, n + 1), rows(v, n), rows(tau, n))
+    with pytest.raises(ValueError, match="scalar leaf"):
+        jd.batched(lambda m, q, s: jd.aba(m, q, q * s, q), (None, 0, 0))(model, q, 1.0)
+    for size in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="chunk_size"):
+            jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=size)(model, q, v, tau)
 
 
 def test_device_put_batched_one_device(batch):
