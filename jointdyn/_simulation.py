@@ -202,7 +202,7 @@ def rollout(
 
     **Arguments:**
     - `controls`: the torques, an array `(T, nv)`; or a policy `policy(k, q, v) -> tau`
-      (k the step index), then `steps=T` is required.
+      (k the step index), then `steps=T` is required. `T = 0` gives the initial state.
     - `dt`, `integrator`, `contact`: as in `step`.
     - `checkpoint`: what reverse mode stores (`checkpointed_scan`): `"none"` every step's
       intermediates, `"step"` only the state entering each step (recomputed backwards: far
@@ -213,8 +213,8 @@ def rollout(
     model parameters, contact parameters, initial state, controls and `dt`).
     """
     if callable(controls):
-        if steps is None or int(steps) < 1:
-            raise ValueError("a policy `controls` needs `steps` (a positive number of steps)")
+        if steps is None or int(steps) < 0:
+            raise ValueError("a policy `controls` needs `steps` (a number of steps, 0 or more)")
         policy, xs = controls, jnp.arange(int(steps))
     else:
         controls = jnp.asarray(controls)
@@ -225,7 +225,7 @@ def rollout(
         if steps is not None and int(steps) != controls.shape[0]:
             raise ValueError(f"`steps`={steps} differs from len(controls)={controls.shape[0]}")
         policy, xs = None, controls
-    tau0 = jnp.zeros(model.nv, jnp.result_type(q0, v0)) if policy else controls[0]
+    tau0 = jnp.zeros(model.nv, jnp.result_type(q0, v0)) if policy or not len(xs) else xs[0]
     _check(model, q0, v0, tau0, dt, integrator, contact)
 
     def body(state, x):

@@ -333,6 +333,26 @@ def test_bad_input_names_the_argument():
         jd.GroundContact(model, ["box"], np.zeros((1, 3)), 0.01, stiffness=-1.0)
     with pytest.raises(ValueError, match="`positions`"):
         jd.GroundContact(model, ["box"], np.zeros((2, 3)), 0.01)
+    with pytest.raises(ValueError, match="`steps`"):
+        jd.rollout(model, q, v, lambda k, q, v: tau, 1e-3, steps=-1)
+
+
+def test_rollout_of_no_steps_is_the_initial_state():
+    """`T = 0` (controls `(0, nv)` or a policy with `steps=0`) gives the initial state and no
+    contact forces, with any `checkpoint` (was an `IndexError`)."""
+    model, contact = _box()
+    q, v = jnp.array([1.0, 0, 0, 0, 0, 0, 0.1]), jnp.ones(6)
+    for controls, steps, checkpoint in [
+        (jnp.zeros((0, 6)), None, "none"),
+        (jnp.zeros((0, 6)), None, "step"),
+        (lambda k, q, v: -v, 0, 2),
+    ]:
+        traj = jd.rollout(
+            model, q, v, controls, 1e-3, steps=steps, contact=contact, checkpoint=checkpoint
+        )
+        np.testing.assert_array_equal(traj.q, q[None])
+        np.testing.assert_array_equal(traj.v, v[None])
+        assert traj.contact_forces.shape == (0, contact.npoints, 3)
 
 
 def test_contact_gradient_finite_at_the_boundary(box):
