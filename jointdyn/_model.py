@@ -162,20 +162,20 @@ class Model(eqx.Module):
         """Concatenation of each joint's `params.default_position`."""
         return self._joint_param("default_position")
 
+    @floating_arguments  # outside the jit, where lists would be static (a trace per value)
     @eqx.filter_jit
-    @floating_arguments
     def integrate(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, " nq"]:
         """`q ⊕ v`, joint by joint."""
         return map_joints(self, lambda j, qj, vj: j.integrate(qj, vj), q=q, v=v, q_out=True)
 
+    @floating_arguments  # outside the jit, where lists would be static (a trace per value)
     @eqx.filter_jit
-    @floating_arguments
     def difference(self, q0: Float[Array, " nq"], q1: Float[Array, " nq"]) -> Float[Array, " nv"]:
         """`q1 ⊖ q0`, joint by joint."""
         return map_joints(self, lambda j, a, b: j.difference(a, b), q=q0, q2=q1, v_out=True)
 
+    @floating_arguments  # outside the jit, where lists would be static (a trace per value)
     @eqx.filter_jit
-    @floating_arguments
     def integrate_derivatives(
         self, q: Float[Array, " nq"], v: Float[Array, " nv"]
     ) -> tuple[Float[Array, "nv nv"], Float[Array, "nv nv"]]:
@@ -189,8 +189,8 @@ class Model(eqx.Module):
         fn = lambda j, qj, vj: j.integrate_derivatives(qj, vj)  # noqa: E731
         return _block_diagonal(self, map_groups(self, fn, q=q, v=v))
 
+    @floating_arguments  # outside the jit, where lists would be static (a trace per value)
     @eqx.filter_jit
-    @floating_arguments
     def difference_derivatives(
         self, q0: Float[Array, " nq"], q1: Float[Array, " nq"]
     ) -> tuple[Float[Array, "nv nv"], Float[Array, "nv nv"]]:
@@ -209,8 +209,8 @@ class Model(eqx.Module):
         """`q0 ⊕ t (q1 ⊖ q0)`."""
         return self.integrate(q0, t * self.difference(q0, q1))
 
+    @floating_arguments  # outside the jit, where lists would be static (a trace per value)
     @eqx.filter_jit
-    @floating_arguments
     def normalize(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:
         return normalize_joints(self, q)
 
