@@ -115,12 +115,7 @@ def batch_last(fn: Callable, in_axes: int | None | Sequence[int | None] = -1) ->
                 raise ValueError(f"`in_axes` entries must be -1 or None, got {a!r}")
         trees = [jax.tree.flatten(x) if a == -1 else None for x, a in zip(args, axes, strict=True)]
         leaves = [y for t in trees if t is not None for y in t[0]]
-        if any(np.ndim(y) == 0 for y in leaves):
-            raise ValueError("a mapped argument has a scalar leaf: no last axis to map over")
-        sizes = {np.shape(y)[-1] for y in leaves}
-        if len(sizes) != 1:
-            raise ValueError(f"mapped arguments must share one last-axis size, got {sorted(sizes)}")
-        (B,) = sizes
+        B = _mapped_size(leaves, -1, "`in_axes` -1", "last-axis")
 
         def one_sample(*flat):
             """`fn` of one sample; unmapped arguments are closed over, so concrete stay concrete."""
@@ -147,6 +142,20 @@ def _axes(args, in_axes) -> tuple:
     if len(axes) != len(args):
         raise ValueError(f"`in_axes` has {len(axes)} entries for {len(args)} arguments")
     return tuple(axes)
+
+
+def _mapped_size(leaves: list, axis: int, where: str, label: str) -> int:
+    """The one size of the mapped `leaves` along `axis` (shared with `batched`).
+    **Raises:** `ValueError` for a scalar leaf, sizes that differ, or no mapped leaf."""
+    if any(np.ndim(y) == 0 for y in leaves):
+        raise ValueError(f"a mapped argument ({where}) has a scalar leaf: no axis to map over")
+    sizes = {np.shape(y)[axis] for y in leaves}
+    if len(sizes) != 1:
+        raise ValueError(
+            f"mapped arguments ({where}) must share one {label} size, got {sorted(sizes)}"
+        )
+    (size,) = sizes
+    return size
 
 
 def _spec(x) -> jax.ShapeDtypeStruct:

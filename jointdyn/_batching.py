@@ -26,7 +26,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._autodiff import jacfwd_lanes, tangent_lanes_hint
-from ._batch_last import _axes, batch_last
+from ._batch_last import _axes, _mapped_size, batch_last
 from ._compile import _traced_with_collections_deferred, _tracers
 
 CPU_CHUNK_SIZE = 32
@@ -68,19 +68,8 @@ def batched(
         for a in axes:
             if a not in (0, None):
                 raise ValueError(f"`in_axes` entries must be 0 or None, got {a!r}")
-        sizes = {
-            np.shape(y)[0] if np.ndim(y) else None
-            for x, a in zip(args, axes, strict=True)
-            if a == 0
-            for y in jax.tree.leaves(x)
-        }
-        if None in sizes:
-            raise ValueError("a mapped argument (`in_axes` 0) has a scalar leaf: no batch axis")
-        if len(sizes) > 1:
-            raise ValueError(
-                f"mapped arguments (`in_axes` 0) must share one leading-axis (batch) size, "
-                f"got {sorted(sizes)}"
-            )
+        mapped = [y for x, a in zip(args, axes, strict=True) if a == 0 for y in jax.tree.leaves(x)]
+        _mapped_size(mapped, 0, "`in_axes` 0", "leading-axis (batch)")
         size = chunk_size
         if not (
             size in ("auto", None)
