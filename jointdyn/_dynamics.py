@@ -536,6 +536,8 @@ def _aba_sweep(p, fac, pA0: Array | None, c: Array | None, tau: Array, a0: Array
             qdd_parts.append(qdd.reshape(-1))
             da.append(matvec(f.S, qdd))
         a_prev = add(a, jnp.concatenate(da))
+    if not qdd_parts:  # no degree of freedom (every joint a Weld)
+        return jnp.zeros((0,), dtype)
     return take(jnp.concatenate(qdd_parts), p.level_dof_inv)
 
 

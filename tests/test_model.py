@@ -159,3 +159,26 @@ def test_builder_stacks_the_bodies_values_without_compiling():
     assert {x.dtype for x in jax.tree.leaves((m.inertias, m.X_PF, m.X_BM, m.X_BF))} == {
         np.dtype("float64")
     }
+
+
+def test_model_without_degrees_of_freedom():
+    """A built model whose joints are all welds (nv = 0; the loaders refuse such a robot,
+    `ModelBuilder` does not): the dynamics return empty arrays, not a concatenation error."""
+    b = jd.ModelBuilder()
+    b.add_body("a", jd.SpatialInertia(1.0, [0.0, 0.0, 0.0], np.eye(3)), "world", jd.Weld())
+    b.add_body("b", jd.SpatialInertia(2.0, [0.0, 0.0, 0.1], np.eye(3)), "a", jd.Weld())
+    m = b.build()
+    assert (m.nq, m.nv) == (0, 0)
+    z = jnp.zeros(0)
+    assert jd.aba(m, z, z, z).shape == (0,)
+    assert jd.forward_dynamics(m, z, z, z).shape == (0,)
+    assert jd.rnea(m, z, z, z).shape == (0,)
+    assert jd.crba(m, z).shape == (0, 0)
+    d = jd.aba_derivatives(m, z, z, z)
+    assert d.dvdot_dq.shape == (0, 0)
+    traj = jd.rollout(m, z, z, jnp.zeros((3, 0)), 0.01)
+    assert traj.q.shape == (4, 0)
+    assert jd.batched(jd.aba, (None, 0, 0, 0))(m, *3 * [jnp.zeros((4, 0))]).shape == (4, 0)
+    # the model's parameters still have (zero) gradients: no NaN
+    g = jax.grad(lambda m: jnp.sum(jd.aba(m, z, z, z)) + jd.potential_energy(m, z))(m)
+    assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(g))
