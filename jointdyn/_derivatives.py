@@ -50,7 +50,7 @@ from ._autodiff import is_zero
 from ._compile import jit_unless_traced
 from ._composite import Composite
 from ._dtype import astype
-from ._dynamics import _aba_setup, _aba_sweep, _check_sizes, _mass_inverse, _rnea_forward
+from ._dynamics import _aba_setup, _aba_sweep, _mass_inverse, _rnea_forward
 from ._joints_rotation import Ball, Free, RevoluteUnbounded
 from ._kinematics import (
     WorldInertia,
@@ -63,7 +63,7 @@ from ._kinematics import (
     v_from_qdot,
 )
 from ._linalg import cross, identity, matmul, matvec
-from ._model import Model, normalize_joints
+from ._model import Model, check_sizes, normalize_joints
 from ._spatial import force_cross, force_cross_matrix, motion_cross, motion_cross_matrix, skew
 from ._traversal import Plan, plan, stacked_group, sum_over_subtrees, take
 
@@ -154,7 +154,7 @@ def rnea_derivatives(
 
     Analytic (see the module docstring); `f_ext` is `F_Bo_W`, held fixed in world axes.
     """
-    _check_sizes(model, q=q, v=v, vdot=vdot)
+    check_sizes(model, q=q, v=v, vdot=vdot)
     model = astype(model, _dtype(q, v, vdot, f_ext))
     return _rnea_derivatives(model, plan(model), joint_terms(model, q, v), q, v, vdot, f_ext)
 
@@ -228,7 +228,7 @@ def aba_derivatives(
     inside `shard_map` on several CPU devices (OpenBLAS called from two device threads at once
     can deadlock) and stays cheap on GPU.
     """
-    _check_sizes(model, q=q, v=v, tau=tau)
+    check_sizes(model, q=q, v=v, tau=tau)
     model = astype(model, _dtype(q, v, tau, f_ext))
     p, t, fac, pA0, c, a0 = _aba_setup(model, q, v, f_ext)
     vdot = _aba_sweep(p, fac, pA0, c, tau, a0)

@@ -32,7 +32,7 @@ from ._kinematics import (
     world_inertias,
 )
 from ._linalg import add, cross, identity, matmul, matvec, rmatvec, spd_inverse, sub
-from ._model import Model
+from ._model import Model, check_sizes
 from ._precision import full_precision
 from ._spatial import force_cross, motion_cross
 from ._traversal import (
@@ -51,12 +51,11 @@ def _base_acceleration(model: Model, dtype) -> Array:
     return jnp.concatenate([jnp.zeros(3, dtype), -model.gravity.astype(dtype)])
 
 
-def _f_ext_world(t: JointTerms, f_ext: Array | None, nb: int) -> Array | None:
+def _f_ext_world(model: Model, t: JointTerms, f_ext: Array | None) -> Array | None:
     """`F_Bo_W` (nb, 6) → forces at the world origin: `[n + p_WBo × f; f]`."""
     if f_ext is None:
         return None
-    if f_ext.shape != (nb, 6):
-        raise ValueError(f"`f_ext` must have shape ({nb}, 6) (F_Bo_W per body), got {f_ext.shape}")
+    check_sizes(model, f_ext=f_ext)
     n, f = f_ext[:, :3], f_ext[:, 3:]
     return jnp.concatenate([n + cross(t.X_WB.p, f), f], -1)
 
@@ -72,18 +71,7 @@ def external_joint_forces(model: Model, q: Array, f_ext: Array) -> Array:
     `jd.step_derivatives` are differentiated through this)."""
     p = plan(model)
     t = joint_terms(model, q)
-    return hinge_transpose_times(
-        p, t.S, sum_over_subtrees(p, _f_ext_world(t, f_ext, model.nbodies))
-    )
-
-
-def _check_sizes(model: Model, **arrays) -> None:
-    for name, x in arrays.items():
-        if x is None:
-            continue
-        n = model.nq if name == "q" else model.nv
-        if x.shape != (n,):
-            raise ValueError(f"`{name}` must have shape ({n},), got {x.shape}")
+    return hinge_transpose_times(p, t.S, sum_over_subtrees(p, _f_ext_world(model, t, f_ext)))
 
 
 @jit_unless_traced
@@ -110,7 +98,7 @@ def rnea(
     `crba`), computed once for all its lanes (see `_rnea_jvp`); `jax.grad`, `jax.jvp` through
     RNEA's own tangent.
     """
-    _check_sizes(model, q=q, v=v, vdot=vdot)
+    check_sizes(model, q=q, v=v, vdot=vdot)
     model = astype(model, _dtype(q, v, vdot, f_ext))
     if rules_enabled():
         return _rnea_rule(model, q, v, vdot, f_ext)
@@ -190,7 +178,7 @@ def _rnea_forward(
     I = world_inertias(model, t.X_WB) if I is None else I
     IV = I.apply(t.V)
     f = I.apply(A) + force_cross(t.V, IV)
-    fe = _f_ext_world(t, f_ext, model.nbodies)
+    fe = _f_ext_world(model, t, f_ext)
     if fe is not None:
         f = f - fe
     return RneaForward(A, I, IV, fe, sum_over_subtrees(p, f))
@@ -220,7 +208,7 @@ def crba(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nv nv"]:
     In world coordinates the composite inertias are a sum over each subtree (one product with
     the ancestor matrix) and every block of M is one entry of `Sᵀ (I^c S)`.
     """
-    _check_sizes(model, q=q)
+    check_sizes(model, q=q)
     model = astype(model, q.dtype)
     p = plan(model)
     t = joint_terms(model, q)
@@ -265,7 +253,7 @@ def aba(
 
         δv̇ = M⁻¹ (δtau − δRNEA(θ, q, v, v̇, f_ext)|_{v̇ fixed})
     """
-    _check_sizes(model, q=q, v=v, tau=tau)
+    check_sizes(model, q=q, v=v, tau=tau)
     model = astype(model, _dtype(q, v, tau, f_ext))
     return _aba_dispatch(model, q, v, tau, f_ext, None)
 
@@ -415,7 +403,7 @@ def _aba_setup(model: Model, q: Array, v: Array, f_ext: Array | None, keep=None)
 def _aba_terms(model: Model, p, t: JointTerms, I: WorldInertia, f_ext: Array | None, keep):
     """From the kinematics: articulated inertias, `p^A₀ = V ×* I V − f_ext`, `c`, `a₀`."""
     pA0 = force_cross(t.V, I.apply(t.V))
-    fe = _f_ext_world(t, f_ext, model.nbodies)
+    fe = _f_ext_world(model, t, f_ext)
     if fe is not None:
         pA0 = pA0 - fe
     c = t.cJ + motion_cross(t.V, t.vJ)
@@ -553,7 +541,7 @@ def joint_forces(
     per joint class (a tree of every joint class: 1 126 traced equations instead of 1 702 for
     `passive_force` mapped over every class, its gradient 2 718 instead of 4 107).
     """
-    _check_sizes(model, q=q, v=v)
+    check_sizes(model, q=q, v=v)
     model = astype(model, _dtype(q, v))
     qdot = qdot_from_v(model, q, v)
     p = functools.partial(joint_params, model)
@@ -591,9 +579,9 @@ def forward_dynamics(
     locked DOFs, so a state whose locked velocities are zero keeps them zero; zero them when
     locking (`locked_dofs`).
     """
+    check_sizes(model, q=q, v=v, tau=tau)
     if locked is None:
         return aba(model, q, v, tau + joint_forces(model, q, v), f_ext)
-    _check_sizes(model, q=q, v=v, tau=tau)
     model = astype(model, _dtype(q, v, tau, f_ext))
     dof = locked_dofs(model, locked)
     v = jnp.where(dof, 0.0, v)
@@ -629,6 +617,7 @@ def locking_forces(
     the locked joints' DOFs (with `v₀` the velocity with locked entries zeroed), 0 elsewhere.
     Added to `tau`, they make the unlocked dynamics produce the same motion.
     """
+    check_sizes(model, q=q, v=v, tau=tau, f_ext=f_ext)
     dof = locked_dofs(model, locked)
     v0 = jnp.where(dof, 0.0, v)
     vdot = forward_dynamics(model, q, v0, tau, f_ext, locked)

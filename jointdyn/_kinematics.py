@@ -28,7 +28,7 @@ from ._compile import accepts_packed, jit_unless_traced
 from ._dtype import astype, floating_arguments
 from ._joint import AbstractJoint
 from ._linalg import add, cross, identity, inverse3, matmul, matvec, mul, rmatvec, sub
-from ._model import Model
+from ._model import Model, check_sizes
 from ._precision import full_precision
 from ._spatial import Transform, motion_cross, parallel_axis, skew
 from ._traversal import (
@@ -348,6 +348,7 @@ def forward_kinematics(
     """
     if vdot is not None and v is None:
         raise ValueError("forward_kinematics: `vdot` needs `v`")
+    check_sizes(model, q=q, v=v, vdot=vdot)
     model = astype(model, _dtype(q, v, vdot))
     p = plan(model)
     t = joint_terms(model, q, v)
@@ -367,6 +368,7 @@ def forward_kinematics(
 @jit_unless_traced
 def body_jacobians(model: Model, q: Float[Array, " nq"]) -> Float[Array, "nb 6 nv"]:
     """World-aligned Jacobians of all body origins: `V_WB = J_i v`, `V_WB = [w_W; v_Bo_W]`."""
+    check_sizes(model, q=q)
     model = astype(model, q.dtype)
     p = plan(model)
     t = joint_terms(model, q)
@@ -392,6 +394,7 @@ def jacobian(model: Model, q: Float[Array, " nq"], frame: str) -> Float[Array, "
 
     (Pinocchio's `LOCAL_WORLD_ALIGNED`, with the rotational rows first.)
     """
+    check_sizes(model, q=q)
     model = astype(model, q.dtype)
     p = plan(model)
     t = joint_terms(model, q)
@@ -406,6 +409,7 @@ def jacobian(model: Model, q: Float[Array, " nq"], frame: str) -> Float[Array, "
 @jit_unless_traced
 def center_of_mass(model: Model, q: Float[Array, " nq"]) -> Float[Array, "3"]:
     """`c = Σ mᵢ cᵢ / Σ mᵢ` in world (bodies attached to the world by a weld are included)."""
+    check_sizes(model, q=q)
     model = astype(model, q.dtype)
     t = joint_terms(model, q)
     m = model.inertias.mass
@@ -435,6 +439,7 @@ def armature(model: Model) -> Array:
 def kinetic_energy(model: Model, q: Array, v: Array) -> Float[Array, ""]:
     """`T = ½ Σ vᵢᵀ Iᵢ vᵢ + ½ Σ armature ⊙ v²` (equal to `½ vᵀ M(q) v`; the second sum is
     the rotors', `JointParams.armature`)."""
+    check_sizes(model, q=q, v=v)
     model = astype(model, _dtype(q, v))
     t = joint_terms(model, q, v)
     h = world_inertias(model, t.X_WB).apply(t.V)
@@ -445,6 +450,7 @@ def kinetic_energy(model: Model, q: Array, v: Array) -> Float[Array, ""]:
 def potential_energy(model: Model, q: Float[Array, " nq"]) -> Float[Array, ""]:
     """`U = −Σ mᵢ g · cᵢ + ½ Σ k ⊙ (q ⊖ q_ref)²`: gravity (zero at the world origin) and the
     joint springs (`JointParams.spring_stiffness`, `spring_reference`; zero without them)."""
+    check_sizes(model, q=q)
     model = astype(model, q.dtype)
     t = joint_terms(model, q)
     c_W = t.X_WB.apply(model.inertias.com)
@@ -465,6 +471,7 @@ def centroidal_momentum(model: Model, q: Array, v: Array) -> Float[Array, "6"]:
 
     `l = Σ mᵢ v_cᵢ`, `k_G = Σ (I_Cᵢ wᵢ + (cᵢ − c) × mᵢ v_cᵢ)`.
     """
+    check_sizes(model, q=q, v=v)
     model = astype(model, _dtype(q, v))
     t = joint_terms(model, q, v)
     I_W = world_inertias(model, t.X_WB)

@@ -165,13 +165,16 @@ class Model(eqx.Module):
     @floating_arguments  # outside the jit, where lists would be static (a trace per value)
     @eqx.filter_jit
     def integrate(self, q: Float[Array, " nq"], v: Float[Array, " nv"]) -> Float[Array, " nq"]:
-        """`q ⊕ v`, joint by joint."""
+        """`q ⊕ v`, joint by joint. **Raises:** `ValueError` when `q` is not (nq,) or `v` not
+        (nv,)."""
+        check_sizes(self, q=q, v=v)
         return map_joints(self, lambda j, qj, vj: j.integrate(qj, vj), q=q, v=v, q_out=True)
 
     @floating_arguments  # outside the jit, where lists would be static (a trace per value)
     @eqx.filter_jit
     def difference(self, q0: Float[Array, " nq"], q1: Float[Array, " nq"]) -> Float[Array, " nv"]:
-        """`q1 ⊖ q0`, joint by joint."""
+        """`q1 ⊖ q0`, joint by joint. **Raises:** `ValueError` when `q0` or `q1` is not (nq,)."""
+        check_sizes(self, q0=q0, q1=q1)
         return map_joints(self, lambda j, a, b: j.difference(a, b), q=q0, q2=q1, v_out=True)
 
     @floating_arguments  # outside the jit, where lists would be static (a trace per value)
@@ -185,7 +188,7 @@ class Model(eqx.Module):
             (q ⊕ δq) ⊕ v = (q ⊕ v) ⊕ (J_q δq),    q ⊕ (v + δv) = (q ⊕ v) ⊕ (J_v δv)   (first order).
 
         **Raises:** `ValueError` when `q` is not (nq,) or `v` not (nv,)."""
-        _check_vectors(self, q=q, v=v)
+        check_sizes(self, q=q, v=v)
         fn = lambda j, qj, vj: j.integrate_derivatives(qj, vj)  # noqa: E731
         return _block_diagonal(self, map_groups(self, fn, q=q, v=v))
 
@@ -200,7 +203,7 @@ class Model(eqx.Module):
             q1 ⊖ (q0 ⊕ δ) = d + J_q0 δ,    (q1 ⊕ δ) ⊖ q0 = d + J_q1 δ   (first order).
 
         **Raises:** `ValueError` when `q0` or `q1` is not (nq,)."""
-        _check_vectors(self, q0=q0, q1=q1)
+        check_sizes(self, q0=q0, q1=q1)
         fn = lambda j, a, b: j.difference_derivatives(a, b)  # noqa: E731
         return _block_diagonal(self, map_groups(self, fn, q=q0, q2=q1))
 
@@ -212,6 +215,9 @@ class Model(eqx.Module):
     @floating_arguments  # outside the jit, where lists would be static (a trace per value)
     @eqx.filter_jit
     def normalize(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:
+        """`q` with each joint's coordinates back on its manifold (unit quaternions, unit
+        `[cos, sin]` pairs). **Raises:** `ValueError` when `q` is not (nq,)."""
+        check_sizes(self, q=q)
         return normalize_joints(self, q)
 
     @eqx.filter_jit
@@ -222,6 +228,7 @@ class Model(eqx.Module):
         keys = jax.random.split(key, self.nbodies)
         lower = self.position_lower() if lower is None else jnp.asarray(lower)
         upper = self.position_upper() if upper is None else jnp.asarray(upper)
+        check_sizes(self, lower=lower, upper=upper)
         return map_joints(
             self,
             lambda j, k, lo, hi: j.random_configuration(k, lo, hi),
@@ -283,10 +290,28 @@ class Model(eqx.Module):
         return jnp.sum(self.inertias.mass)
 
 
-def _check_vectors(model: Model, **xs) -> None:
-    """`ValueError` naming the argument whose shape is not (nq,) (q…) or (nv,) (v)."""
+#: State arguments of size nq (configurations and their bounds); every other state argument
+#: (`v`, `vdot`, `tau`, …) has size nv.
+_CONFIGURATIONS = frozenset({"q", "q0", "q1", "lower", "upper"})
+
+
+def check_sizes(model: Model, **xs) -> None:
+    """`ValueError` naming the first argument whose shape is not (nq,) (`q`, `q0`, `q1`,
+    `lower`, `upper`), (nbodies, 6) (`f_ext`, `F_Bo_W` per body) or (nv,) (any other name);
+    None is skipped. Shapes are static, so under `jit` this runs once, when traced: a wrong
+    size never reaches the computation (where JAX's clamped indexing would give a silently
+    wrong answer)."""
     for name, x in xs.items():
-        n = model.nv if name == "v" else model.nq
+        if x is None:
+            continue
+        if name == "f_ext":
+            if jnp.shape(x) != (model.nbodies, 6):
+                raise ValueError(
+                    f"`f_ext` must have shape ({model.nbodies}, 6) (F_Bo_W per body), got "
+                    f"{jnp.shape(x)}"
+                )
+            continue
+        n = model.nq if name in _CONFIGURATIONS else model.nv
         if jnp.shape(x) != (n,):
             raise ValueError(f"`{name}` must have shape ({n},), got {jnp.shape(x)}")
 

@@ -46,16 +46,9 @@ from ._compile import accepts_packed, jit_unless_traced
 from ._dtype import astype
 from ._kinematics import _dtype, dof_columns, hinge_times, joint_terms
 from ._linalg import cross
-from ._model import Model
+from ._model import Model, check_sizes
 from ._spatial import motion_cross
 from ._traversal import plan, sum_over_ancestors
-
-
-def _check_sizes(model: Model, **arrays) -> None:
-    for name, x in arrays.items():
-        n = model.nq if name == "q" else model.nv
-        if x.shape != (n,):
-            raise ValueError(f"`{name}` must have shape ({n},), got {x.shape}")
 
 
 def body_regressor(w: Array, u: Array, alpha: Array, a: Array) -> Float[Array, "... 6 10"]:
@@ -117,7 +110,7 @@ def regressor(
     Stacked over samples (`jd.batched(jd.regressor, (None, 0, 0, 0))`), it gives the
     identification matrix.
     """
-    _check_sizes(model, q=q, v=v, vdot=vdot)
+    check_sizes(model, q=q, v=v, vdot=vdot)
     model = astype(model, _dtype(q, v, vdot))
     p = plan(model)
     t = joint_terms(model, q, v)
@@ -167,7 +160,7 @@ def joint_regressor(
     for a model without joint springs and limit stops: the motor torque that produces `v̇`
     under `forward_dynamics`. `q` is unused (kept so both regressors take the same arguments).
     """
-    _check_sizes(model, q=q, v=v, vdot=vdot)
+    check_sizes(model, q=q, v=v, vdot=vdot)
     dtype = _dtype(q, v, vdot)
     v, vdot = v.astype(dtype), vdot.astype(dtype)
     return jnp.concatenate([jnp.diag(vdot), jnp.diag(v), jnp.diag(jnp.sign(v))], 1)

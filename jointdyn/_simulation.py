@@ -45,7 +45,7 @@ from ._contact_derivatives import contact_joint_force_derivatives
 from ._dtype import floating_arguments
 from ._dynamics import crba, external_joint_forces, forward_dynamics, joint_forces, rnea
 from ._kinematics import qdot_from_v
-from ._model import Model
+from ._model import Model, check_sizes
 from ._precision import full_precision
 from ._scan import checkpointed_scan
 
@@ -71,12 +71,10 @@ def check_contact(contact) -> None:
         )
 
 
-def _check(model: Model, q, v, tau, dt, integrator: str, contact) -> None:
+def _check(model: Model, q, v, tau, dt, integrator: str, contact, f_ext=None) -> None:
     if integrator not in INTEGRATORS:
         raise ValueError(f"`integrator` must be one of {INTEGRATORS}, got {integrator!r}")
-    for name, x, n in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)):
-        if jnp.shape(x) != (n,):
-            raise ValueError(f"`{name}` must have shape ({n},), got {jnp.shape(x)}")
+    check_sizes(model, q=q, v=v, tau=tau, f_ext=f_ext)
     if jnp.ndim(dt) != 0:
         raise ValueError(f"`dt` must be a scalar, got shape {jnp.shape(dt)}")
     if not isinstance(dt, jax.core.Tracer) and not float(dt) > 0:
@@ -175,10 +173,10 @@ def step(
     formulas: this module's docstring. `q⁺` is normalised. A pure function: `jit`, `vmap`,
     `grad` (in every argument, `dt` and the contact parameters included).
 
-    **Raises:** `ValueError` naming the argument: shapes of `q`, `v`, `tau`, a non-positive
-    `dt`, an unknown `integrator`, a `contact` that is not a `GroundContact`.
+    **Raises:** `ValueError` naming the argument: shapes of `q`, `v`, `tau`, `f_ext`, a
+    non-positive `dt`, an unknown `integrator`, a `contact` that is not a `GroundContact`.
     """
-    _check(model, q, v, tau, dt, integrator, contact)
+    _check(model, q, v, tau, dt, integrator, contact, f_ext)
     q1, v1 = _step(model, q, v, tau, dt, integrator, contact, f_ext)
     return model.normalize(q1), v1
 

@@ -239,9 +239,7 @@ def step_derivatives(
     **Raises:** `ValueError` naming the argument: shapes of `q`, `v`, `tau`, `f_ext`, a
     non-positive `dt`, an unknown `integrator`, a `contact` that is not a `GroundContact`.
     """
-    _check(model, q, v, tau, dt, integrator, contact)
-    if f_ext is not None and jnp.shape(f_ext) != (model.nbodies, 6):
-        raise ValueError(f"`f_ext` must have shape ({model.nbodies}, 6), got {jnp.shape(f_ext)}")
+    _check(model, q, v, tau, dt, integrator, contact, f_ext)
     return _IMPLEMENTATIONS[integrator](model, q, v, tau, dt, contact, f_ext)
 
 

@@ -81,3 +81,44 @@ def test_configuration_operations_with_integer_states():
         for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
             assert a.dtype == jnp.float64, name
             np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+QUAD = jd.load_model("quadruped")  # nq = 19, nv = 18: a q for a v (or the reverse) is caught
+_q, _v = QUAD.neutral(), jnp.zeros(QUAD.nv)
+_short_q, _short_v, _f = jnp.zeros(QUAD.nq - 1), jnp.zeros(QUAD.nv - 1), jnp.zeros((2, 6))
+_contact = jd.load_contact("quadruped", QUAD)
+_locked = jnp.zeros(QUAD.nbodies, bool)
+WRONG_SIZES = {  # name: (call with one argument of the wrong size, the argument's name)
+    "forward_kinematics q": (lambda: jd.forward_kinematics(QUAD, _short_q), "q"),
+    "forward_kinematics v": (lambda: jd.forward_kinematics(QUAD, _q, _short_v), "v"),
+    "forward_kinematics vdot": (lambda: jd.forward_kinematics(QUAD, _q, _v, _q), "vdot"),
+    "jacobian": (lambda: jd.jacobian(QUAD, _short_q, "trunk"), "q"),
+    "body_jacobians": (lambda: jd.body_jacobians(QUAD, _v), "q"),
+    "center_of_mass": (lambda: jd.center_of_mass(QUAD, _short_q), "q"),
+    "kinetic_energy": (lambda: jd.kinetic_energy(QUAD, _q, _q), "v"),
+    "potential_energy": (lambda: jd.potential_energy(QUAD, _v), "q"),
+    "centroidal_momentum": (lambda: jd.centroidal_momentum(QUAD, _q, _short_v), "v"),
+    "forward_dynamics": (lambda: jd.forward_dynamics(QUAD, _q, _v, _short_v), "tau"),
+    "aba f_ext": (lambda: jd.aba(QUAD, _q, _v, _v, _f), "f_ext"),
+    "locking_forces": (lambda: jd.locking_forces(QUAD, _q, _short_v, _v, _locked), "v"),
+    "step f_ext": (lambda: jd.step(QUAD, _q, _v, _v, 0.01, contact=_contact, f_ext=_f), "f_ext"),
+    "integrate": (lambda: QUAD.integrate(_q, _short_v), "v"),
+    "difference": (lambda: QUAD.difference(_q, _v), "q1"),
+    "normalize": (lambda: QUAD.normalize(_v), "q"),
+    "interpolate": (lambda: QUAD.interpolate(_short_q, _q, 0.5), "q0"),
+    "random_configuration": (
+        lambda: QUAD.random_configuration(jax.random.key(0), _short_q, _q),
+        "lower",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_SIZES))
+def test_wrong_sizes_raise_naming_the_argument(name):
+    """A state of the wrong size raises a `ValueError` naming it, before any computation:
+    without the check, JAX's clamped indexing returned an answer for the wrong sizes
+    (`forward_kinematics`, `jacobian`, `center_of_mass`, `potential_energy`, the configuration
+    operations) or a broadcasting error from deep inside."""
+    call, arg = WRONG_SIZES[name]
+    with pytest.raises(ValueError, match=f"`{arg}` must have shape"):
+        call()
