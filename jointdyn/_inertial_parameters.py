@@ -40,13 +40,10 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._compile import accepts_packed
+from ._joint import is_concrete
 from ._linalg import identity
 from ._model import Model, _check_inertia
 from ._spatial import SpatialInertia, parallel_axis
-
-
-def _is_concrete(x) -> bool:
-    return not isinstance(x, jax.core.Tracer)
 
 
 def _sym(i: Array) -> Array:
@@ -127,7 +124,7 @@ def with_inertial_parameters(model: Model, pi: Float[Array, "nbodies 10"]) -> Mo
     """
     pi = _as_matrix_pi(model, pi)
     inertia = spatial_inertias(pi)
-    if _is_concrete(pi):
+    if is_concrete(pi):
         _check_physical(model, np.asarray(pi), inertia)
     return eqx.tree_at(lambda m: m.inertias, model, inertia)
 
@@ -203,7 +200,7 @@ def log_cholesky_from_inertial_parameters(pi: Float[Array, "... 10"]) -> Float[A
     if pi.shape[-1:] != (10,):
         raise ValueError(f"`pi` must have shape (..., 10), got {pi.shape}")
     theta = _log_cholesky(pi)
-    if _is_concrete(theta):
+    if is_concrete(theta):
         bad = ~np.all(np.isfinite(np.asarray(theta)), axis=-1)
         if np.any(bad):
             rows = [tuple(int(x) for x in r) for r in np.argwhere(bad)]

@@ -46,14 +46,14 @@ def _float_dtype():
     return jnp.result_type(float)
 
 
-def _is_concrete(x) -> bool:
+def is_concrete(x) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
 def as_param(value, shape: tuple[int, ...], name: str) -> Array:
     """A float parameter leaf broadcast to `shape`; `ValueError` naming `name` if it cannot be."""
-    arr = jnp.asarray(value, dtype=_float_dtype()) if _is_concrete(value) else value
-    if _is_concrete(arr) and not jnp.issubdtype(arr.dtype, jnp.floating):
+    arr = jnp.asarray(value, dtype=_float_dtype()) if is_concrete(value) else value
+    if is_concrete(arr) and not jnp.issubdtype(arr.dtype, jnp.floating):
         arr = arr.astype(_float_dtype())
     try:
         return jnp.broadcast_to(arr, shape)
@@ -69,7 +69,7 @@ def unit_axis(axis: ArrayLike, name: str = "axis") -> Array:
     if np.shape(axis) != (3,):
         raise ValueError(f"`{name}` must be a 3-vector, got shape {np.shape(axis)}")
     a = as_param(axis, (3,), name)
-    if _is_concrete(a):
+    if is_concrete(a):
         an = np.asarray(a, dtype=np.float64)
         if not np.all(np.isfinite(an)):
             raise ValueError(f"`{name}` must be finite, got {an}")
@@ -181,7 +181,7 @@ class JointParams(eqx.Module):
         """Raise `ValueError` for lower > upper or negative limits, damping, friction, stiffness,
         armature."""
         leaves = jax.tree.leaves(self)
-        if not all(_is_concrete(x) for x in leaves):
+        if not all(is_concrete(x) for x in leaves):
             return
         lo, hi = np.asarray(self.position_lower), np.asarray(self.position_upper)
         if np.any(lo > hi):

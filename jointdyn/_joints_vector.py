@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
-from ._joint import AbstractJoint, JointParams, _is_concrete, sample_box, unit_axis
+from ._joint import AbstractJoint, JointParams, is_concrete, sample_box, unit_axis
 from ._linalg import identity
 from ._spatial import Transform, axis_angle_to_rotmat, project_to_rotation
 
@@ -44,7 +44,7 @@ def _spatial_columns(rot: Array | None, trans: Array | None, nv: int, dtype) -> 
 
 
 def _check_perpendicular(axes: list[Array], names: list[str]) -> None:
-    if not all(_is_concrete(a) for a in axes):
+    if not all(is_concrete(a) for a in axes):
         return
     for i in range(len(axes)):
         for j in range(i + 1, len(axes)):
@@ -204,7 +204,7 @@ class Screw(AbstractVectorJoint):
         if np.shape(pitch) != ():
             raise ValueError(f"`pitch` must be a scalar, got shape {np.shape(pitch)}")
         self.pitch = jnp.asarray(pitch, dtype=self.axis.dtype)
-        if _is_concrete(self.pitch) and not np.isfinite(float(self.pitch)):
+        if is_concrete(self.pitch) and not np.isfinite(float(self.pitch)):
             raise ValueError(f"`pitch` must be finite, got {float(self.pitch)}")
         self.params = JointParams.create(1, 1, jnp.zeros(1), **params)
 

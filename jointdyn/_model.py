@@ -17,7 +17,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from ._dtype import floating_arguments
-from ._joint import AbstractJoint, JointParams
+from ._joint import AbstractJoint, JointParams, is_concrete
 from ._model_checks import singular_mass_matrix
 from ._spatial import SpatialInertia, Transform
 from ._traversal import joint_params, map_groups, map_joints, plan
@@ -343,6 +343,11 @@ def _index(names: tuple[str, ...], name: str, what: str) -> int:
         raise KeyError(f"no {what} named {name!r}; {what} names are {names}") from None
 
 
+#: How far from orthonormal (max |RᵀR − I|) a pose's rotation given to `ModelBuilder` may be:
+#: rounding of a 6-digit export passes; a scale, shear or reflection does not.
+ROTATION_TOL = 1e-4
+
+
 def _as_transform(X: Transform | None, name: str) -> Transform:
     if X is None:
         return Transform.identity()
@@ -352,6 +357,17 @@ def _as_transform(X: Transform | None, name: str) -> Transform:
         raise ValueError(
             f"`{name}` must be a single transform (R 3×3, p 3), got {X.R.shape}, {X.p.shape}"
         )
+    if is_concrete(X.R) and is_concrete(X.p):
+        R, p = np.asarray(X.R, np.float64), np.asarray(X.p, np.float64)
+        if not (np.all(np.isfinite(R)) and np.all(np.isfinite(p))):
+            raise ValueError(f"`{name}` must be finite, got R = {R.tolist()}, p = {p.tolist()}")
+        error = float(np.abs(R.T @ R - np.eye(3)).max())
+        if error > ROTATION_TOL or np.linalg.det(R) < 0:
+            raise ValueError(
+                f"`{name}.R` must be a rotation matrix (orthonormal, determinant +1), got "
+                f"{R.tolist()} (|RᵀR − I| = {error:.2g}, det {np.linalg.det(R):.3g}); build it "
+                "with Transform.from_rpy or from a quaternion"
+            )
     return X
 
 

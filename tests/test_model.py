@@ -111,6 +111,33 @@ def test_builder_errors():
         jd.ModelBuilder().build()
 
 
+@pytest.mark.parametrize(
+    ("R", "p", "match"),
+    [
+        (2.0 * np.eye(3), np.zeros(3), "rotation matrix"),  # a scale
+        (np.diag([1.0, 1.0, -1.0]), np.zeros(3), "determinant"),  # a reflection
+        (np.array([[1.0, 0.3, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]), np.zeros(3), "rotation"),
+        (np.eye(3), np.array([np.nan, 0.0, 0.0]), "finite"),
+    ],
+)
+def test_builder_refuses_poses_that_are_not_rigid(R, p, match):
+    """`X_PF`, `X_BM` and frames' `X_BF` must be rigid transforms: a scaled, sheared or
+    reflected `R`, or a NaN, was accepted and gave wrong dynamics without a word."""
+    rng = np.random.default_rng(0)
+    bad = jd.Transform(R, p)
+    for kw in ({"X_PF": bad}, {"X_BM": bad}):
+        with pytest.raises(ValueError, match=match):
+            jd.ModelBuilder().add_body("a", random_inertia(rng), "world", jd.Revolute(), **kw)
+    b = jd.ModelBuilder()
+    b.add_body("a", random_inertia(rng), "world", jd.Revolute())
+    with pytest.raises(ValueError, match=match):
+        b.add_frame("f", "a", bad)
+    # rounding (a rotation written with 6 digits) passes
+    c, s = np.cos(0.3), np.sin(0.3)
+    rounded = np.round(np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]), 6)
+    b.add_frame("g", "a", jd.Transform(rounded, np.zeros(3)))
+
+
 def test_float32_follows_input_dtype():
     m = random_tree(4, nbodies=6)
     q = m.neutral().astype(jnp.float32)
