@@ -80,7 +80,8 @@ class GroundContact(eqx.Module):
         10 kg body on four spheres with ~2 mm penetration, damped (ζ ≈ 0.5 about rest).
 
         **Raises:** `ValueError` naming the argument for an unknown body, misshapen arrays,
-        a negative radius, stiffness, damping, friction or friction velocity, `exponent < 1`.
+        a NaN or infinite entry, a negative radius, stiffness, damping, friction or friction
+        velocity, `exponent < 1`.
         """
         names = model.topology.body_names
         index = []
@@ -102,13 +103,13 @@ class GroundContact(eqx.Module):
         if positions.shape != (n, 3):
             raise ValueError(f"`positions` must have shape ({n}, 3), got {positions.shape}")
         self.bodies = tuple(index)
-        self.positions = positions
+        self.positions = _finite(positions, "positions")
         self.radii = _per_sphere(radii, n, "radii")
         self.stiffness = _per_sphere(stiffness, n, "stiffness")
         self.damping = _per_sphere(damping, n, "damping")
         self.friction = _per_sphere(friction, n, "friction")
         self.friction_velocity = _per_sphere(friction_velocity, n, "friction_velocity", True)
-        self.height = jnp.asarray(height, jnp.result_type(float))
+        self.height = _finite(jnp.asarray(height, jnp.result_type(float)), "height")
         if self.height.shape != ():
             raise ValueError(f"`height` must be a scalar, got shape {self.height.shape}")
         if not exponent >= 1.0:
@@ -120,12 +121,19 @@ class GroundContact(eqx.Module):
         return len(self.bodies)
 
 
+def _finite(a: Array, name: str) -> Array:
+    """`a`, or a `ValueError` naming it when a concrete entry is NaN or infinite."""
+    if not isinstance(a, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(a))):
+        raise ValueError(f"`{name}` must be finite, got {np.asarray(a)}")
+    return a
+
+
 def _per_sphere(x: ArrayLike, n: int, name: str, positive: bool = False) -> Array:
-    """A scalar or (n,) non-negative (or positive) parameter, as an array."""
+    """A scalar or (n,) finite, non-negative (or positive) parameter, as an array."""
     a = jnp.asarray(x, jnp.result_type(float))
     if a.shape not in ((), (n,)):
         raise ValueError(f"`{name}` must be a scalar or have shape ({n},), got {a.shape}")
-    if not isinstance(a, jax.core.Tracer):
+    if not isinstance(_finite(a, name), jax.core.Tracer):
         values = np.asarray(a)
         if np.any(values <= 0) if positive else np.any(values < 0):
             sign = "positive" if positive else "non-negative"

@@ -275,6 +275,8 @@ def _cost_derivatives(fn, z0):
     """Value, gradient and Hessian of `fn` at `z0`. A scalar `fn` is a cost: its full Hessian
     (`jax.hessian`). A vector `fn` is a residual `r` of the cost `½‖r‖²`: gradient `Jᵀr` and
     the Gauss–Newton Hessian `JᵀJ` (`J = ∂r/∂z` by forward mode), as Crocoddyl's residual costs."""
+    user_fn = fn
+    fn = lambda z: jnp.asarray(user_fn(z))  # noqa: E731  (a Python number is a scalar cost)
     out = jax.eval_shape(fn, z0)
     if out.ndim == 0:
         return fn(z0), jax.grad(fn)(z0), jax.hessian(fn)(z0)
@@ -306,6 +308,7 @@ def _terminal_derivatives(problem: ShootingProblem, q, v):
 
 def _value(r):
     """A cost's value: the scalar itself, or `½‖r‖²` of a residual."""
+    r = jnp.asarray(r)
     return r if r.ndim == 0 else 0.5 * r @ r
 
 

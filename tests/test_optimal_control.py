@@ -285,6 +285,17 @@ def test_bad_problem_raises(kwargs, match):
         oc.ShootingProblem(PENDULUM, **args)
 
 
+def test_a_cost_may_be_a_python_number():
+    """A running cost that returns a Python number (a constant per knot) is a scalar cost (was
+    an `AttributeError`: 'float' object has no attribute 'ndim')."""
+    problem = oc.ShootingProblem(
+        PENDULUM, jnp.zeros(1), jnp.zeros(1), 3, 0.1, lambda q, v, tau: 2.0, lambda q, v: q - 1.0
+    )
+    sol = oc.solve(problem, max_iterations=3)
+    final = float(sol.q[-1, 0]) - 1.0
+    np.testing.assert_allclose(float(sol.cost), 3 * 2.0 + 0.5 * final**2, rtol=1e-12)
+
+
 @pytest.mark.parametrize(
     "guess, match",
     [

@@ -333,6 +333,13 @@ def test_bad_input_names_the_argument():
         jd.GroundContact(model, ["box"], np.zeros((1, 3)), 0.01, stiffness=-1.0)
     with pytest.raises(ValueError, match="`positions`"):
         jd.GroundContact(model, ["box"], np.zeros((2, 3)), 0.01)
+    # NaN passed the sign checks (every comparison with NaN is false)
+    with pytest.raises(ValueError, match="`radii` must be finite"):
+        jd.GroundContact(model, ["box"], np.zeros((1, 3)), np.nan)
+    with pytest.raises(ValueError, match="`positions` must be finite"):
+        jd.GroundContact(model, ["box"], np.full((1, 3), np.nan), 0.01)
+    with pytest.raises(ValueError, match="`height` must be finite"):
+        jd.GroundContact(model, ["box"], np.zeros((1, 3)), 0.01, height=np.nan)
     with pytest.raises(ValueError, match="`steps`"):
         jd.rollout(model, q, v, lambda k, q, v: tau, 1e-3, steps=-1)
 
