@@ -178,12 +178,20 @@ class JointParams(eqx.Module):
         return p
 
     def validate(self) -> None:
-        """Raise `ValueError` for lower > upper or negative limits, damping, friction, stiffness,
-        armature."""
+        """Raise `ValueError` for NaN position limits (±inf is no limit), a non-finite default
+        position or spring reference, lower > upper, or negative (or NaN) limits, damping,
+        friction, stiffness, armature."""
         leaves = jax.tree.leaves(self)
         if not all(is_concrete(x) for x in leaves):
             return
         lo, hi = np.asarray(self.position_lower), np.asarray(self.position_upper)
+        for name, x in (("position_lower", lo), ("position_upper", hi)):
+            if np.any(np.isnan(x)):
+                raise ValueError(f"`{name}` must not be NaN (±inf for no limit), got {x}")
+        for name in ("default_position", "spring_reference"):
+            x = np.asarray(getattr(self, name))
+            if not np.all(np.isfinite(x)):
+                raise ValueError(f"`{name}` must be finite, got {x}")
         if np.any(lo > hi):
             raise ValueError(f"position_lower {lo} is above position_upper {hi}")
         for name in (

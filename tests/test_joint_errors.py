@@ -73,6 +73,17 @@ def test_nan_parameter():
 
 
 @pytest.mark.parametrize(
+    "name", ["position_lower", "position_upper", "default_position", "spring_reference"]
+)
+def test_nan_position_parameter(name):
+    """NaN limits, default positions and spring references were accepted (no comparison with
+    NaN is true); an infinite limit is no limit and stays allowed."""
+    with pytest.raises(ValueError, match=name):
+        jd.Revolute(**{name: np.nan})
+    jd.Revolute(position_lower=-np.inf, position_upper=np.inf)
+
+
+@pytest.mark.parametrize(
     "cls, name, value",
     [
         (jd.Revolute, "damping", [0.1, 0.2, 0.3]),
