@@ -98,6 +98,15 @@ def _as_matrix_pi(model: Model, pi: ArrayLike) -> Array:
     return pi
 
 
+def _ten(x: ArrayLike, name: str) -> Array:
+    """`x` as an array of 10-vectors (…, 10), or a `ValueError` naming it (a shorter last axis
+    was read past its end: JAX clamps the index)."""
+    x = jnp.asarray(x)
+    if x.shape[-1:] != (10,):
+        raise ValueError(f"`{name}` must have shape (..., 10), got {x.shape}")
+    return x
+
+
 def spatial_inertias(pi: Float[Array, "... 10"]) -> SpatialInertia:
     """Inertial parameters → `SpatialInertia` (mass, centre of mass, inertia about it):
 
@@ -155,7 +164,7 @@ def inertial_parameters_from_log_cholesky(theta: Float[Array, "... 10"]) -> Floa
     definite `I_C` with strict triangle inequality): gradient descent in `θ` stays physical.
     Smooth (entire) in `θ`; broadcasts over leading axes.
     """
-    theta = jnp.asarray(theta)
+    theta = _ten(theta, "theta")
     a, d1, d2, d3, s12, s23, s13, t1, t2, t3 = (theta[..., k] for k in range(10))
     e1, e2, e3 = jnp.exp(d1), jnp.exp(d2), jnp.exp(d3)
     # rows of U / e^α
@@ -196,10 +205,7 @@ def log_cholesky_from_inertial_parameters(pi: Float[Array, "... 10"]) -> Float[A
     **Raises:** `ValueError` (concrete input) naming the rows that have no coordinates: a
     massless body or a pseudo-inertia that is not positive definite (traced input gives NaN).
     """
-    pi = jnp.asarray(pi)
-    if pi.shape[-1:] != (10,):
-        raise ValueError(f"`pi` must have shape (..., 10), got {pi.shape}")
-    theta = _log_cholesky(pi)
+    theta = _log_cholesky(_ten(pi, "pi"))
     if is_concrete(theta):
         bad = ~np.all(np.isfinite(np.asarray(theta)), axis=-1)
         if np.any(bad):
@@ -249,7 +255,7 @@ def _log_cholesky(pi: Array) -> Array:
 
 def pseudo_inertia(pi: Float[Array, "... 10"]) -> Float[Array, "... 4 4"]:
     """`J = [[Σ, h], [hᵀ, m]]`, `Σ = ½ tr(I) 1 − I` (…, 4, 4): a body is physical iff `J ⪰ 0`."""
-    pi = jnp.asarray(pi)
+    pi = _ten(pi, "pi")
     m, h = pi[..., 0], pi[..., 1:4]
     I_O = _sym(pi[..., 4:])
     eye = identity(3, I_O.dtype)

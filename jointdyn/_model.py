@@ -292,12 +292,12 @@ class Model(eqx.Module):
 
 #: State arguments of size nq (configurations and their bounds); every other state argument
 #: (`v`, `vdot`, `tau`, …) has size nv.
-_CONFIGURATIONS = frozenset({"q", "q0", "q1", "lower", "upper"})
+_CONFIGURATIONS = frozenset({"q", "q0", "q1", "q_reference", "lower", "upper"})
 
 
 def check_sizes(model: Model, **xs) -> None:
     """`ValueError` naming the first argument whose shape is not (nq,) (`q`, `q0`, `q1`,
-    `lower`, `upper`), (nbodies, 6) (`f_ext`, `F_Bo_W` per body) or (nv,) (any other name);
+    `q_reference`, `lower`, `upper`), (nbodies, 6) (`f_ext`, `F_Bo_W` per body) or (nv,) (any other name);
     None is skipped. Shapes are static, so under `jit` this runs once, when traced: a wrong
     size never reaches the computation (where JAX's clamped indexing would give a silently
     wrong answer)."""

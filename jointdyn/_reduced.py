@@ -15,7 +15,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._dtype import astype
-from ._model import WORLD, Model, ModelBuilder
+from ._model import WORLD, Model, ModelBuilder, check_sizes
 from ._spatial import SpatialInertia, Transform
 from ._urdf import _Inertia
 
@@ -71,16 +71,29 @@ def expand_configuration(
     q_reference: Float[Array, " nq"],
 ) -> Float[Array, " nq"]:
     """The full model's `q` for a reduced model's `q_reduced`: the locked joints at their
-    `q_reference` values, the others from `q_reduced` (differentiable, jit-friendly)."""
+    `q_reference` values, the others from `q_reduced` (differentiable, jit-friendly).
+    **Raises:** `ValueError` when `q_reference` is not (nq,) or `q_reduced` not the reduced
+    model's (nq_reduced,)."""
     iq, _ = reduced_indices(model, locked_joints)
+    check_sizes(model, q_reference=q_reference)
+    _check_reduced_size(q_reduced, "q_reduced", len(iq))
     return jnp.asarray(q_reference).at[iq].set(q_reduced)
+
+
+def _check_reduced_size(x: ArrayLike, name: str, n: int) -> None:
+    if jnp.shape(x) != (n,):
+        raise ValueError(
+            f"`{name}` must have shape ({n},) (the reduced model's), got {jnp.shape(x)}"
+        )
 
 
 def expand_velocity(
     model: Model, locked_joints: Sequence[str | int], v_reduced: Float[Array, " nv_reduced"]
 ) -> Float[Array, " nv"]:
-    """The full model's `v` (or `v̇`, `tau`) for a reduced model's: zero at the locked joints."""
+    """The full model's `v` (or `v̇`, `tau`) for a reduced model's: zero at the locked joints.
+    **Raises:** `ValueError` when `v_reduced` is not the reduced model's (nv_reduced,)."""
     _, iv = reduced_indices(model, locked_joints)
+    _check_reduced_size(v_reduced, "v_reduced", len(iv))
     v_reduced = jnp.asarray(v_reduced)
     return jnp.zeros(model.nv, v_reduced.dtype).at[iv].set(v_reduced)
 

@@ -110,6 +110,21 @@ WRONG_SIZES = {  # name: (call with one argument of the wrong size, the argument
         lambda: QUAD.random_configuration(jax.random.key(0), _short_q, _q),
         "lower",
     ),
+    "expand_configuration q_reduced": (
+        lambda: jd.expand_configuration(QUAD, ["FL_hip_joint"], _short_q[1:], _q),
+        "q_reduced",
+    ),
+    "expand_configuration q_reference": (
+        lambda: jd.expand_configuration(QUAD, ["FL_hip_joint"], _short_q, _short_q),
+        "q_reference",
+    ),
+    "expand_velocity": (lambda: jd.expand_velocity(QUAD, ["FL_hip_joint"], _v), "v_reduced"),
+    "pseudo_inertia": (lambda: jd.pseudo_inertia(jnp.zeros(9)), "pi"),
+    "is_physical": (lambda: jd.is_physical(jnp.zeros((3, 9))), "pi"),
+    "inertial_parameters_from_log_cholesky": (
+        lambda: jd.inertial_parameters_from_log_cholesky(jnp.zeros(9)),
+        "theta",
+    ),
 }
 
 
@@ -118,7 +133,8 @@ def test_wrong_sizes_raise_naming_the_argument(name):
     """A state of the wrong size raises a `ValueError` naming it, before any computation:
     without the check, JAX's clamped indexing returned an answer for the wrong sizes
     (`forward_kinematics`, `jacobian`, `center_of_mass`, `potential_energy`, the configuration
-    operations) or a broadcasting error from deep inside."""
+    operations, `expand_configuration`'s reference, the inertial-parameter maps on 9-vectors)
+    or a broadcasting error from deep inside."""
     call, arg = WRONG_SIZES[name]
     with pytest.raises(ValueError, match=f"`{arg}` must have shape"):
         call()
