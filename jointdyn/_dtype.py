@@ -19,7 +19,11 @@ def astype(tree: T, dtype) -> T:
 
     Algorithms call this on the model with the dtype of their inputs, so a float32 state gives
     float32 results even where the model was built in float64 (and the reverse).
+    **Raises:** `TypeError` when `dtype` is not a real floating dtype (an integer or complex
+    model has no meaning: its masses and axes would be truncated or its algorithms fail).
     """
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"`dtype` must be a real floating dtype (float32, float64, …), got {dtype}")
 
     def cast(x):
         if isinstance(x, jax.Array | jnp.ndarray) and jnp.issubdtype(x.dtype, jnp.floating):

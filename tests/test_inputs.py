@@ -138,3 +138,10 @@ def test_wrong_sizes_raise_naming_the_argument(name):
     call, arg = WRONG_SIZES[name]
     with pytest.raises(ValueError, match=f"`{arg}` must have shape"):
         call()
+
+
+@pytest.mark.parametrize("dtype", [jnp.int32, jnp.complex64, bool])
+def test_astype_refuses_non_floating_dtypes(dtype):
+    """`jd.astype(model, jnp.int32)` returned a model with truncated masses and axes."""
+    with pytest.raises(TypeError, match="real floating dtype"):
+        jd.astype(MODEL, dtype)
