@@ -27,12 +27,12 @@ import os
 from collections.abc import Sequence
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._dtype import astype, floating_arguments
+from ._joint import is_concrete
 from ._kinematics import forward_kinematics
 from ._linalg import cross
 from ._model import Model
@@ -123,7 +123,7 @@ class GroundContact(eqx.Module):
 
 def _finite(a: Array, name: str) -> Array:
     """`a`, or a `ValueError` naming it when a concrete entry is NaN or infinite."""
-    if not isinstance(a, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(a))):
+    if is_concrete(a) and not np.all(np.isfinite(np.asarray(a))):
         raise ValueError(f"`{name}` must be finite, got {np.asarray(a)}")
     return a
 
@@ -133,7 +133,8 @@ def _per_sphere(x: ArrayLike, n: int, name: str, positive: bool = False) -> Arra
     a = jnp.asarray(x, jnp.result_type(float))
     if a.shape not in ((), (n,)):
         raise ValueError(f"`{name}` must be a scalar or have shape ({n},), got {a.shape}")
-    if not isinstance(_finite(a, name), jax.core.Tracer):
+    _finite(a, name)
+    if is_concrete(a):
         values = np.asarray(a)
         if np.any(values <= 0) if positive else np.any(values < 0):
             sign = "positive" if positive else "non-negative"
