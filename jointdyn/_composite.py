@@ -138,12 +138,16 @@ class Composite(AbstractJoint):
         J0, J1 = zip(*(j.difference_derivatives(a, b) for j, a, b in parts), strict=True)
         return jax.scipy.linalg.block_diag(*J0), jax.scipy.linalg.block_diag(*J1)
 
-    def random_configuration(self, key, lower=None, upper=None):
-        keys = jax.random.split(key, len(self.joints))
+    @property
+    def n_uniform(self) -> int:
+        return sum(j.n_uniform for j in self.joints)
+
+    def configuration_from_uniform(self, u, lower=None, upper=None):
+        us = self._split(u, [j.n_uniform for j in self.joints])
         lo = self._q(lower) if lower is not None else [None] * len(self.joints)
         hi = self._q(upper) if upper is not None else [None] * len(self.joints)
-        parts = zip(self.joints, keys, lo, hi, strict=True)
-        return jnp.concatenate([j.random_configuration(k, a, b) for j, k, a, b in parts])
+        parts = zip(self.joints, us, lo, hi, strict=True)
+        return jnp.concatenate([j.configuration_from_uniform(*x) for j, *x in parts])
 
     def normalize(self, q):
         return jnp.concatenate(

@@ -28,9 +28,10 @@ from ._spatial import Transform
 
 
 def sample_box(
-    key: PRNGKeyArray, lower: ArrayLike, upper: ArrayLike, default_half_range: ArrayLike
+    u: Array, lower: ArrayLike, upper: ArrayLike, default_half_range: ArrayLike
 ) -> Array:
-    """Uniform sample in `[lower, upper]`, infinite bounds replaced by `∓default_half_range`."""
+    """`lo + u (hi − lo)`: uniforms `u ∈ [0, 1)` mapped into `[lower, upper]`, infinite bounds
+    replaced by `∓default_half_range`."""
     lower, upper = jnp.asarray(lower), jnp.asarray(upper)
     half = jnp.asarray(default_half_range, lower.dtype)
     lo = jnp.where(
@@ -39,7 +40,7 @@ def sample_box(
     hi = jnp.where(
         jnp.isfinite(upper), upper, jnp.where(jnp.isfinite(lower), lower + 2 * half, half)
     )
-    return jax.random.uniform(key, lower.shape, lower.dtype, lo, hi)
+    return lo + u.astype(lower.dtype) * (hi - lo)
 
 
 def _float_dtype():
@@ -284,15 +285,35 @@ class AbstractJoint(eqx.Module):
         Vector spaces: `(−1, 1)`. Rotations, `d = log(R₁ R₀ᵀ)`: `(−J_l(d)⁻ᵀ, J_l(d)⁻¹)`.
         """
 
-    @abc.abstractmethod
     def random_configuration(
         self, key: PRNGKeyArray, lower: ArrayLike | None = None, upper: ArrayLike | None = None
     ) -> Float[Array, " nq"]:
         """Uniform sample within `[lower, upper]` (default: the position limits).
 
         Infinite bounds are replaced by ±π for angles and ±1 for translations; rotations
-        (quaternions, `[cos θ, sin θ]`) are sampled uniformly.
+        (quaternions, `[cos θ, sin θ]`) are sampled uniformly. One draw of `n_uniform`
+        uniforms, mapped by `configuration_from_uniform`.
         """
+        dtype = self.params.position_lower.dtype
+        return self.configuration_from_uniform(
+            jax.random.uniform(key, (self.n_uniform,), dtype), lower, upper
+        )
+
+    @property
+    def n_uniform(self) -> int:
+        """How many uniforms in `[0, 1)` `configuration_from_uniform` reads (default `nq`)."""
+        return self.nq
+
+    @abc.abstractmethod
+    def configuration_from_uniform(
+        self,
+        u: Float[Array, " n_uniform"],
+        lower: ArrayLike | None = None,
+        upper: ArrayLike | None = None,
+    ) -> Float[Array, " nq"]:
+        """The configuration that `random_configuration` draws, from `n_uniform` uniforms in
+        `[0, 1)`: `Model.random_configuration` draws every joint's uniforms at once (one random
+        number generator call per model, not one per joint: a fraction of the compile time)."""
 
     @abc.abstractmethod
     def normalize(self, q: Float[Array, " nq"]) -> Float[Array, " nq"]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
@@ -98,9 +97,12 @@ def _block_diag(A: Array, B: Array) -> Array:
     return jnp.block([[A, z], [z.T, B]])
 
 
-def _uniform_quaternion(key) -> Array:
-    q = jax.random.normal(key, (4,), jnp.result_type(float))
-    q = quat_normalize(q)
+def _uniform_quaternion(u: Array) -> Array:
+    """A quaternion uniform on SO(3) from three uniforms in `[0, 1)` (Shoemake 1992), `w ≥ 0`:
+    `[√(1−u₀) sin 2πu₁, √(1−u₀) cos 2πu₁, √u₀ sin 2πu₂, √u₀ cos 2πu₂]`, reordered."""
+    a, b = jnp.sqrt(1.0 - u[0]), jnp.sqrt(u[0])
+    t1, t2 = 2 * jnp.pi * u[1], 2 * jnp.pi * u[2]
+    q = jnp.stack([b * jnp.cos(t2), a * jnp.sin(t1), a * jnp.cos(t1), b * jnp.sin(t2)])
     return q * jnp.where(q[0] < 0, -1.0, 1.0)
 
 
@@ -166,9 +168,11 @@ class RevoluteUnbounded(AbstractJoint):
         one = jnp.ones((1, 1), jnp.result_type(q0, q1))
         return -one, one
 
-    def random_configuration(self, key, lower=None, upper=None):
+    n_uniform: ClassVar[int] = 1
+
+    def configuration_from_uniform(self, u, lower=None, upper=None):
         """Uniform angle; the limits (on `[cos θ, sin θ]`) are ignored."""
-        t = jax.random.uniform(key, (), self.axis.dtype, -jnp.pi, jnp.pi)
+        t = jnp.pi * (2 * u[0].astype(self.axis.dtype) - 1)
         return jnp.stack([jnp.cos(t), jnp.sin(t)])
 
     def normalize(self, q):
@@ -277,11 +281,11 @@ class SpaceXYZ(AbstractJoint):
         """As `Ball`'s, at `d = log(R(q1) R(q0)ᵀ)`."""
         return _rotation_difference_derivatives(self.difference(q0, q1))
 
-    def random_configuration(self, key, lower=None, upper=None):
+    def configuration_from_uniform(self, u, lower=None, upper=None):
         p = self.params
         lower = p.position_lower if lower is None else jnp.asarray(lower, p.position_lower.dtype)
         upper = p.position_upper if upper is None else jnp.asarray(upper, p.position_upper.dtype)
-        return sample_box(key, lower, upper, jnp.pi)
+        return sample_box(u, lower, upper, jnp.pi)
 
     def normalize(self, q):
         return q
@@ -340,9 +344,11 @@ class Ball(AbstractJoint):
         """`d = log(q1 ⊗ q0*)`: `(−J_l(d)⁻ᵀ, J_l(d)⁻¹)`."""
         return _rotation_difference_derivatives(self.difference(q0, q1))
 
-    def random_configuration(self, key, lower=None, upper=None):
+    n_uniform: ClassVar[int] = 3
+
+    def configuration_from_uniform(self, u, lower=None, upper=None):
         """Uniform on SO(3) (limits on quaternion coordinates are ignored)."""
-        return _uniform_quaternion(key).astype(self.params.position_lower.dtype)
+        return _uniform_quaternion(u.astype(self.params.position_lower.dtype))
 
     def normalize(self, q):
         return quat_normalize(q)
@@ -406,15 +412,16 @@ class Free(AbstractJoint):
         eye = identity(3, dtype=dt)
         return _block_diag(J0, -eye), _block_diag(J1, eye)
 
-    def random_configuration(self, key, lower=None, upper=None):
+    n_uniform: ClassVar[int] = 6
+
+    def configuration_from_uniform(self, u, lower=None, upper=None):
         """Uniform rotation; position uniform in the limits (entries 4..6, ±1 where infinite)."""
         p = self.params
         dt = p.position_lower.dtype
         lower = p.position_lower if lower is None else jnp.asarray(lower, dt)
         upper = p.position_upper if upper is None else jnp.asarray(upper, dt)
-        k1, k2 = jax.random.split(key)
-        pos = sample_box(k2, lower[4:], upper[4:], 1.0)
-        return jnp.concatenate([_uniform_quaternion(k1).astype(dt), pos])
+        pos = sample_box(u[3:], lower[4:], upper[4:], 1.0)
+        return jnp.concatenate([_uniform_quaternion(u[:3].astype(dt)), pos])
 
     def normalize(self, q):
         return jnp.concatenate([quat_normalize(q[:4]), q[4:]])

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float
 
 from ._joint import AbstractJoint, JointParams, is_concrete, sample_box, unit_axis
 from ._linalg import identity
@@ -92,12 +92,12 @@ class AbstractVectorJoint(AbstractJoint):
     def normalize(self, q):
         return q
 
-    def random_configuration(self, key: PRNGKeyArray, lower=None, upper=None):
+    def configuration_from_uniform(self, u, lower=None, upper=None):
         p = self.params
         lower = p.position_lower if lower is None else jnp.asarray(lower, p.position_lower.dtype)
         upper = p.position_upper if upper is None else jnp.asarray(upper, p.position_upper.dtype)
         half = jnp.where(jnp.asarray(self.angular), jnp.pi, 1.0).astype(lower.dtype)
-        return sample_box(key, lower, upper, half)
+        return sample_box(u, lower, upper, half)
 
 
 class Weld(AbstractVectorJoint):

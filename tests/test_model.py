@@ -59,6 +59,29 @@ def test_random_configuration_limits():
     np.testing.assert_allclose(jnp.linalg.norm(qs[:, 1:], axis=1), 1.0, rtol=0, atol=1e-12)
 
 
+def test_random_configuration_is_one_draw_mapped_per_joint():
+    """`Model.random_configuration` draws one `(nbodies, width)` block of uniforms (one random
+    number generator in the program, not one per joint: the compile time) and maps row `i`
+    through joint `i`'s `configuration_from_uniform`; a `Ball`'s quaternions are uniform on
+    SO(3) (every `E[q_k²] = 1/4` on the unit 3-sphere)."""
+    m = random_tree(3, nbodies=14)
+    key = jax.random.PRNGKey(5)
+    width = max(j.n_uniform for j in m.joints)
+    u = jax.random.uniform(key, (m.nbodies, width))
+    expected = jnp.concatenate(
+        [j.configuration_from_uniform(u[i, : j.n_uniform]) for i, j in enumerate(m.joints)]
+    )
+    np.testing.assert_allclose(m.random_configuration(key), expected, rtol=0, atol=1e-12)
+    program = jax.jit(lambda k: m.random_configuration(k)).lower(key).as_text()
+    one_draw = jax.jit(lambda k: jax.random.uniform(k, (3,))).lower(key).as_text()
+    assert program.count("threefry") == one_draw.count("threefry") > 0
+    keys = jax.random.split(jax.random.PRNGKey(6), 4000)
+    q = np.asarray(jax.vmap(jd.Ball().random_configuration)(keys))
+    np.testing.assert_allclose(np.linalg.norm(q, axis=1), 1.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.mean(q**2, axis=0), 0.25, rtol=0, atol=0.02)
+    assert np.all(q[:, 0] >= 0)
+
+
 def test_no_retrace_when_parameters_change():
     m = random_tree(2, nbodies=6)
     q, v = m.neutral(), jnp.zeros(m.nv)
