@@ -133,14 +133,19 @@ def test_composition_matches_autodiff(kind):
 
 
 def test_composition_float32():
-    """float32 in, float32 gradients out, finite, within 1e-3 of the float64 reference."""
+    """float32 in, float32 gradients out, finite, within 1e-3 of the float64 reference
+    (relative to each leaf's largest entry, or absolute 1e-4 for leaves under 0.1: a small
+    gradient is a difference of larger terms, e.g. the armature's `−Σ λ ⊙ v̇`, and its float32
+    rounding is absolute: 3e-5 on an armature gradient of 0.015 here, in `vmap` as in
+    `batch_last`, against ≤ 5e-5 relative on every other leaf)."""
     got = _batch_results("float32")
     ref = _batch_reference()
     for kind, g in got.items():
         for x in jax.tree.leaves(g):
             assert x.dtype == jnp.float32, (kind, x.dtype)
         tg._assert_finite(g, kind)
-        tg._check_leaves(g, ref["scan" if kind == "scan" else "vmap"], 1e-3, f"float32 {kind}")
+        which = ref["scan" if kind == "scan" else "vmap"]
+        tg._check_leaves(g, which, 1e-3, f"float32 {kind}", floor=0.1)
 
 
 @pytest.mark.parametrize("name", ["aba", "rnea"])
