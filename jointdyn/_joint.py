@@ -40,7 +40,8 @@ def sample_box(
     hi = jnp.where(
         jnp.isfinite(upper), upper, jnp.where(jnp.isfinite(lower), lower + 2 * half, half)
     )
-    return lo + u.astype(lower.dtype) * (hi - lo)
+    # clipped: never past a bound by rounding
+    return jnp.clip(lo + u.astype(lower.dtype) * (hi - lo), lo, hi)
 
 
 def _float_dtype():
