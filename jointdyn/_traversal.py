@@ -325,6 +325,9 @@ def _gather_rows(x, flat: np.ndarray):
     """`x[flat]` (static in-range row indices) as one `lax.gather`: the same program as NumPy-style
     indexing, which also traces an index normalisation (4 equations per gather, ~5× the trace
     time; there are ~170 gathers in talos `aba`)."""
+    if np.size(flat) == 0:  # no rows (a model without degrees of freedom); older JAX rejects the
+        # gather of a size-1 slice from an empty array even with no indices
+        return jnp.zeros((0,) + x.shape[1:], x.dtype)
     dnums = jax.lax.GatherDimensionNumbers(
         offset_dims=tuple(range(1, x.ndim)), collapsed_slice_dims=(0,), start_index_map=(0,)
     )
