@@ -230,11 +230,12 @@ class Model(eqx.Module):
         most needs), mapped by each joint's `configuration_from_uniform`: one random number
         generator in the compiled program, not one per joint (a 14-body tree of every joint
         class compiled in a fraction of the time)."""
-        lower = self.position_lower() if lower is None else jnp.asarray(lower)
+        limits_lower = self.position_lower()  # also the joints' parameter dtype
+        lower = limits_lower if lower is None else jnp.asarray(lower)
         upper = self.position_upper() if upper is None else jnp.asarray(upper)
         check_sizes(self, lower=lower, upper=upper)
         width = max([j.n_uniform for j in self.joints] + [1])
-        u = jax.random.uniform(key, (self.nbodies, width), self.position_lower().dtype)
+        u = jax.random.uniform(key, (self.nbodies, width), limits_lower.dtype)
         return map_joints(
             self,
             lambda j, uj, lo, hi: j.configuration_from_uniform(uj[: j.n_uniform], lo, hi),
