@@ -18,14 +18,41 @@ and again (7 030 collections, 11 s, in `test_precision` and `test_gradients_comp
 The tests collect rarely (at `jointdyn._compile.TRACING_GC_THRESHOLDS`: 155 collections,
 0.9 s, the same peak memory; those two modules 65–71 → 55–61 s, the whole suite 9:06–9:10
 → 8:18–8:23 in paired runs) and fully at the end of each module, with its compiled programs.
+
+Under pytest-xdist each worker runs on its own share of the CPUs (`_pin_xdist_worker`).
 """
 
 import gc
 import itertools
 import os
 
+
+def _pin_xdist_worker() -> None:
+    """Give each pytest-xdist worker its own share of the CPUs (worker `i` of `n` takes every
+    `n`-th CPU from the `i`-th), before JAX starts: XLA then sizes its thread pools and its
+    parallel code generation to that share, and the workers' compiles no longer compete for
+    (and migrate between) the same cores. With 2 workers on 2 cores, 5 test modules in four
+    alternating pairs: 3-16 % less wall time and 4-17 % fewer CPU-seconds, every pair
+    (benchmarks/NOTES.md, twenty-sixth session). Off with `JOINTDYN_TEST_NO_PINNING=1`, and
+    when there are fewer CPUs than workers or no `os.sched_setaffinity` (macOS)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if (
+        os.environ.get("JOINTDYN_TEST_NO_PINNING")
+        or not worker.startswith("gw")
+        or count < 2
+        or not hasattr(os, "sched_setaffinity")
+    ):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= count:
+        os.sched_setaffinity(0, cpus[int(worker[2:]) % count :: count])
+
+
+_pin_xdist_worker()
+
 # Importing jointdyn does not start JAX's backend, so the flags still take effect after it.
-from jointdyn._compile import TRACING_GC_THRESHOLDS, xla_flags
+from jointdyn._compile import TRACING_GC_THRESHOLDS, xla_flags  # noqa: E402
 
 # `xla_flags()` asks a fresh process which of jointdyn's options this XLA knows (an unknown
 # flag in XLA_FLAGS aborts): once per session, in the first pytest process (xdist's
