@@ -32,8 +32,9 @@ def _pin_xdist_worker() -> None:
     `n`-th CPU from the `i`-th), before JAX starts: XLA then sizes its thread pools and its
     parallel code generation to that share, and the workers' compiles no longer compete for
     (and migrate between) the same cores. With 2 workers on 2 cores, 5 test modules in four
-    alternating pairs: 3-16 % less wall time and 4-17 % fewer CPU-seconds, every pair
-    (benchmarks/NOTES.md, twenty-sixth session). Off with `JOINTDYN_TEST_NO_PINNING=1`, and
+    alternating pairs: 3-16 % less wall time and 4-17 % fewer CPU-seconds, every pair; the
+    whole suite 25:28 -> 20:41, 20 % fewer CPU-seconds (benchmarks/NOTES.md, twenty-sixth
+    session). Off with `JOINTDYN_TEST_NO_PINNING=1`, and
     when there are fewer CPUs than workers or no `os.sched_setaffinity` (macOS)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
