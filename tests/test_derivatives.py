@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import JOINT_NAMES, make_joint, np_state
+from numpy_eval import numpy_jit
 from robots import load_jointdyn, load_pinocchio, q_to_pinocchio, v_to_pinocchio_matrix
 from trees import random_tree
 
@@ -56,10 +57,10 @@ def aba_derivatives(model, q, v, tau, f_ext=None):
     return jd.aba_derivatives(model, q, v, tau, f_ext)
 
 
-@jax.jit
+@numpy_jit
 def autodiff_aba(model, q, v, tau, f_ext):
     """`aba` and its `jax.jacfwd` in (q ⊕ dq, v, tau) at dq = 0, op by op: the reference
-    (jitted once per model; `f_ext` zero is the same as none). Traced with the rules off: with
+    (traced once per model and evaluated by NumPy, `numpy_eval`; `f_ext` zero is the same as none). Traced with the rules off: with
     them on, `jacfwd` takes the very Jacobians under test (`_dynamics._dense_tangent`)."""
 
     def f(dq, v, tau):
@@ -71,9 +72,9 @@ def autodiff_aba(model, q, v, tau, f_ext):
     return value, jac
 
 
-@jax.jit
+@numpy_jit
 def autodiff_rnea(model, q, v, a, f_ext):
-    """`jax.jacfwd` of `rnea` along `q ⊕ dq` and `v`, op by op (jitted once per model). Traced
+    """`jax.jacfwd` of `rnea` along `q ⊕ dq` and `v`, op by op (traced once per model, evaluated by NumPy). Traced
     with the rules off: with them on, `jacfwd` takes the very Jacobians under test
     (`_dynamics._rnea_jvp`)."""
 

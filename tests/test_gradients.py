@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numpy_eval import numpy_eval
 from robots import load_jointdyn
 from trees import random_inertia, random_tree
 
@@ -71,6 +72,13 @@ def _compile(fn, args, rules: bool = True):
     with jd.differentiation_rules(rules):
         lowered = jax.jit(fn).lower(*args)
     return lowered.compile()
+
+
+def _reference_eval(fn, args):
+    """`fn(*args)` traced with the rules off and evaluated by NumPy (`numpy_eval`): the
+    rules-off references are large programs run once, faster to evaluate than to compile."""
+    with jd.differentiation_rules(False):
+        return numpy_eval(fn, *args)
 
 
 def _call(name, model, q, v, u, f):
@@ -295,9 +303,7 @@ def _aba_at_passive_tau(model_name: str):
     if key not in _COMPILED:
         model, (q, v, u, f), _ = _setup(model_name)
         tau = u + jd.joint_forces(model, q, v)
-        out, J = _compile(_reference_program("aba"), (model, q, v, tau, f), rules=False)(
-            model, q, v, tau, f
-        )
+        out, J = _reference_eval(_reference_program("aba"), (model, q, v, tau, f))
         _COMPILED[key] = (tau, out, J)
     return _COMPILED[key]
 
@@ -319,13 +325,12 @@ def _reference(model_name: str, name: str):
         def joint_forces_jacobian(model, q, v):
             return jax.jacfwd(jd.joint_forces, argnums=(0, 1, 2))(model, q, v)
 
-        P_m, P_q, P_v = _compile(joint_forces_jacobian, (model, q, v), rules=False)(model, q, v)
+        P_m, P_q, P_v = _reference_eval(joint_forces_jacobian, (model, q, v))
         J_u = np.asarray(J_u)
         J_m = jax.tree.map(lambda a, b: np.asarray(a) + np.tensordot(J_u, b, 1), J_m, P_m)
         J = (J_m, J_q + J_u @ P_q, J_v + J_u @ P_v, J_u, J_f)
         return (q, v, u, f), out, J
-    ref_fn = _compile(_reference_program(name), (model, q, v, u, f), rules=False)
-    return (q, v, u, f), *ref_fn(model, q, v, u, f)
+    return (q, v, u, f), *_reference_eval(_reference_program(name), (model, q, v, u, f))
 
 
 @pytest.mark.parametrize(("model_name", "name"), CASES)
@@ -669,7 +674,7 @@ def test_hessian_matches_finite_differences_and_autodiff():
         return jax.jacfwd(jax.jacfwd(make_loss()))(x)
 
     H, H_fd = _compile(on, (x0,))(x0)
-    H_off = _compile(off, (x0,), rules=False)(x0)
+    H_off = _reference_eval(off, (x0,))
     scale = float(np.abs(H_off).max())
     np.testing.assert_allclose(H, H_off, rtol=0, atol=1e-9 * scale, err_msg="rules off")
     np.testing.assert_allclose(H, H_fd, rtol=0, atol=1e-6 * scale, err_msg="finite differences")

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numpy_eval import numpy_jit
 from trees import random_tree
 
 import jointdyn as jd
@@ -29,8 +30,8 @@ import jointdyn as jd
 jax.config.update("jax_enable_x64", True)
 
 NSTATES = 4
-#: (parameter seed, topology seed): trees of one topology share one compiled program (about
-#: 40 s to compile: second derivatives of the energies of 14 bodies), their parameters differ.
+#: (parameter seed, topology seed): trees of one topology share one traced oracle and one
+#: compiled program of the library's functions; their parameters differ.
 TREES = [(0, 100), (1, 100), (2, 100)]
 NBODIES = 14  # a Free root and each of the 13 classes of `trees.every_joint` once
 
@@ -71,18 +72,35 @@ def _lagrange(model, q0, v):
     return M, h, g
 
 
+#: The oracle for a batch of states: traced once per tree topology, evaluated by NumPy
+#: (`numpy_eval`: its second derivatives of 14 bodies' energies took ~15 s to compile).
+_oracle = numpy_jit(jax.vmap(_lagrange, in_axes=(None, 0, 0)))
+
+
 @jax.jit
 @functools.partial(jax.vmap, in_axes=(None, 0, 0, 0, 0))
-def _compare(model, q, v, vdot, tau):
-    """Pairs (library, oracle) for one state; one compilation per tree topology."""
-    M, h, g = _lagrange(model, q, v)
-    qdd = jd.aba(model, q, v, tau)
+def _library(model, q, v, vdot, tau):
+    """The library's side for one state; one compilation per tree topology."""
     return {
-        "rnea": (jd.rnea(model, q, v, vdot), M @ vdot + h),
-        "bias_forces": (jd.bias_forces(model, q, v), h),
-        "gravity_forces": (jd.gravity_forces(model, q), g),
-        "aba": (M @ qdd + h, tau),
-        "crba": (jd.crba(model, q), M),
+        "rnea": jd.rnea(model, q, v, vdot),
+        "bias_forces": jd.bias_forces(model, q, v),
+        "gravity_forces": jd.gravity_forces(model, q),
+        "aba": jd.aba(model, q, v, tau),
+        "crba": jd.crba(model, q),
+    }
+
+
+def _compare(model, q, v, vdot, tau):
+    """Pairs (library, oracle) for a batch of states."""
+    M, h, g = _oracle(model, q, v)
+    lib = {k: np.asarray(x) for k, x in _library(model, q, v, vdot, tau).items()}
+    Mv = lambda M, x: np.einsum("bij,bj->bi", M, np.asarray(x))  # noqa: E731
+    return {
+        "rnea": (lib["rnea"], Mv(M, vdot) + h),
+        "bias_forces": (lib["bias_forces"], h),
+        "gravity_forces": (lib["gravity_forces"], g),
+        "aba": (Mv(M, lib["aba"]) + h, np.asarray(tau)),
+        "crba": (lib["crba"], M),
     }
 
 
