@@ -60,8 +60,9 @@ def aba_derivatives(model, q, v, tau, f_ext=None):
 @numpy_jit
 def autodiff_aba(model, q, v, tau, f_ext):
     """`aba` and its `jax.jacfwd` in (q ⊕ dq, v, tau) at dq = 0, op by op: the reference
-    (traced once per model and evaluated by NumPy, `numpy_eval`; `f_ext` zero is the same as none). Traced with the rules off: with
-    them on, `jacfwd` takes the very Jacobians under test (`_dynamics._dense_tangent`)."""
+    (traced once per model and evaluated by NumPy, `numpy_eval`; `f_ext` zero is the same as
+    none). Traced with the rules off: with them on, `jacfwd` takes the very Jacobians under
+    test (`_dynamics._dense_tangent`)."""
 
     def f(dq, v, tau):
         out = jd.aba(model, model.integrate(q, dq), v, tau, f_ext)
