@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpy_eval import numpy_eval
+from numpy_eval import numpy_eval, numpy_jit
 from robots import load_jointdyn
 from trees import random_inertia, random_tree
 
@@ -437,7 +437,7 @@ def test_dense_jacfwd_at_neutral_matches_central_differences(name):
     _assert_finite((J_q, J_v, J_u), f"{name} jacfwd at neutral")
     E, eps = jnp.eye(model.nv), 1e-6
 
-    @jax.jit
+    @numpy_jit  # primal calls only: evaluated by NumPy, not compiled
     def differences(q, v, u):
         def along(move):  # (f(+ε) − f(−ε)) / 2ε for each unit direction, as columns
             return jax.vmap(lambda e: (move(e) - move(-e)) / (2 * eps), out_axes=1)(eps * E)
@@ -479,9 +479,10 @@ def test_many_tangents_with_composite_unit_vectors():
     v, u = jnp.linspace(-1.0, 1.0, model.nv), jnp.linspace(0.5, -0.5, model.nv)
 
     def jac():  # in q (the ambient-to-tangent split); a fresh function: one traced keeps its trace
-        return jax.jit(jax.jacfwd(lambda *a: jd.aba(model, *a)))
+        return jax.jacfwd(lambda *a: jd.aba(model, *a))
 
-    with_rules, without = jac(), jac()  # each traced once, called at both points
+    # each traced once, called at both points; the reference evaluated by NumPy (`numpy_eval`)
+    with_rules, without = jax.jit(jac()), numpy_jit(jac())
     for q in (unit, drifted):
         got = with_rules(q, v, u)
         with jd.differentiation_rules(False):
