@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numpy_eval import numpy_eval
 from trees import random_states, random_tree
 
 import jointdyn as jd
@@ -23,11 +24,12 @@ def states():
 
 @pytest.fixture(scope="module")
 def aba_vmap_reference(states):
-    """`jit(vmap(aba))` on the `N` states, `(N, nv)`: compiled once, the reference of both
-    `test_equals_vmap_without_fallback[aba]` and `test_batched_around_the_chunk` (whose
-    batches are these states tiled, so their reference is this one's rows tiled)."""
+    """`vmap(aba)` on the `N` states, `(N, nv)`, evaluated by NumPy (`numpy_eval`) once: the
+    reference of both `test_equals_vmap_without_fallback[aba]` and
+    `test_batched_around_the_chunk` (whose batches are these states tiled, so their
+    reference is this one's rows tiled)."""
     model, q, v, u = states
-    return jax.jit(jax.vmap(jd.aba, (None, 0, 0, 0)))(model, q, v, u)
+    return numpy_eval(jax.vmap(jd.aba, (None, 0, 0, 0)), model, q, v, u)
 
 
 def _assert_tree_close(got, ref, tol=1e-11):
@@ -75,7 +77,7 @@ def test_equals_vmap_without_fallback(states, name, monkeypatch, request):
     if name == "aba":  # the shared compiled `vmap(aba)`, batch moved last
         ref = request.getfixturevalue("aba_vmap_reference").T
     else:
-        ref = jax.jit(jax.vmap(fn, (None,) + (0,) * nargs, out_axes=-1))(model, *xs)
+        ref = numpy_eval(jax.vmap(fn, (None,) + (0,) * nargs, out_axes=-1), model, *xs)
     _assert_tree_close(got, ref)
 
 
@@ -158,8 +160,9 @@ def test_grad_and_float32(states):
         f = jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=2, layout=layout)
         return jnp.sum(jnp.sin(f(model, q, v, u)))
 
-    g = jax.jit(jax.grad(loss), static_argnums=1)
-    np.testing.assert_allclose(g(u, "batch_last"), g(u, "batch_first"), rtol=1e-10, atol=1e-10)
+    got = jax.jit(jax.grad(loss), static_argnums=1)(u, "batch_last")
+    ref = numpy_eval(jax.grad(lambda u: loss(u, "batch_first")), u)  # by NumPy
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
     out = jax.jit(jd.batch_last(jd.rnea, (None, -1, -1, -1)))(
         model, *(x.T.astype(jnp.float32) for x in (q, v, u))
     )

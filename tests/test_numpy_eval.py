@@ -29,7 +29,8 @@ def _algebra(x, idx):
     p = jax.lax.pad(x[0], 0.5, [(1, -1, 2), (0, 1, 0)])
     s = jnp.cumsum(x, axis=1) + jnp.roll(x, 1, axis=0)
     m = jnp.where(x > 0, jnp.sqrt(jnp.abs(x)), x**3)
-    return b, p, s, m, jnp.max(x, axis=2), jnp.argmax(x, axis=1), x.astype(jnp.float32)
+    t = jnp.tile(x[0], (2, 3))
+    return b, p, s, m, t, jnp.max(x, axis=2), jnp.argmax(x, axis=1), x.astype(jnp.float32)
 
 
 def _control(x, idx):
