@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numpy_eval import numpy_jit
 from trees import random_tree
 
 import jointdyn as jd
@@ -74,9 +75,10 @@ def _algorithms(model, q, v, tau, vdot):
     }
 
 
-@jax.jit
+@numpy_jit
 def _expected(model, q, v, tau, vdot):
-    """Every algorithm of `_algorithms` on the (unpacked) model, in one compiled program."""
+    """Every algorithm of `_algorithms` on the (unpacked) model, in one program evaluated by
+    NumPy (`numpy_eval`)."""
     return {
         name: fn(model, *args) for name, (fn, args) in _algorithms(model, q, v, tau, vdot).items()
     }

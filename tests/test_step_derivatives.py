@@ -11,6 +11,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 from helpers import np_skew
+from numpy_eval import numpy_jit
 from robots import load_jointdyn, load_pinocchio, q_to_pinocchio, v_to_pinocchio_matrix
 from trees import random_inertia, random_rotation, random_tree
 
@@ -159,7 +160,7 @@ def test_matches_finite_differences(tree, small_tree, integrator, with_contact):
 # against Pinocchio
 
 
-@jax.jit
+@numpy_jit  # evaluated by NumPy (`numpy_eval`), not compiled
 def _contact_tangents_by_autodiff(model, contact, q, v, dq, dv):
     """`Q_c = Σ Jᵀ F` of the contact forces and its tangents along the directions
     `(dq[k], dv[k])` (q in the tangent space) by forward mode through the kinematics: the
