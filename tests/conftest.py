@@ -20,6 +20,9 @@ The tests collect rarely (at `jointdyn._compile.TRACING_GC_THRESHOLDS`: 155 coll
 → 8:18–8:23 in paired runs) and fully at the end of each module, with its compiled programs.
 
 Under pytest-xdist each worker runs on its own share of the CPUs (`_pin_xdist_worker`).
+
+Oracles built once and run once (rules-off autodiff, Lagrange's equations, finite differences,
+`vmap` references) are not compiled: `numpy_eval.py` evaluates their jaxprs with NumPy.
 """
 
 import gc
