@@ -139,84 +139,69 @@ def _clamp_starts(starts, dims, operand_shape, slice_sizes):
     return np.clip(starts.astype(np.int64), lo, hi)
 
 
-def _check_mode(mode, starts, dims, operand_shape, sizes):
+def _window_index(operand_shape, indices, shape, window_dims, skipped, start_map, batching, mode):
+    """The operand index of every element of a gather's output (a scatter's updates), as a
+    tuple of arrays of `shape`: `start + window offset`, where `shape`'s dims are the index
+    batch dims and the `window_dims` (operand dims not in `skipped`, in order); `start_map`
+    maps the start vector to operand dims; `batching` pairs (operand dim, index batch dim)."""
+    ndim = len(shape)
+    window_operand_dims = [d for d in range(len(operand_shape)) if d not in skipped]
+    sizes = [1] * len(operand_shape)
+    for d, od in zip(window_dims, window_operand_dims, strict=True):
+        sizes[od] = shape[d]
+    batch_dims = [d for d in range(ndim) if d not in window_dims]
+    starts = indices.reshape(-1, indices.shape[-1])
     if "FILL" in str(mode):
-        hi = np.array([operand_shape[d] - sizes[d] for d in dims])
+        hi = np.array([operand_shape[d] - sizes[d] for d in start_map])
         if np.any(starts < 0) or np.any(starts > hi):
             raise NotImplementedError("numpy_eval: out-of-bounds indices with FILL_OR_DROP")
+    starts = _clamp_starts(starts, start_map, operand_shape, sizes)
+    starts = starts.reshape(*indices.shape[:-1], -1)
+    grid = np.indices(shape, sparse=True)
+    at_batch = tuple(grid[d] for d in batch_dims)  # broadcastable batch coordinates
+    batch_of = dict(batching)
+    index = []
+    for d in range(len(operand_shape)):
+        i = np.zeros((1,) * ndim, np.int64)
+        if d in start_map:
+            i = i + starts[..., start_map.index(d)][at_batch]
+        if d in batch_of:
+            i = i + grid[batch_dims[batch_of[d]]]
+        if d in window_operand_dims:
+            i = i + grid[window_dims[window_operand_dims.index(d)]]
+        index.append(np.broadcast_to(i, shape))
+    return tuple(index)
 
 
 def _gather(operand, indices, dimension_numbers, slice_sizes, mode=None, **_):
     dn = dimension_numbers
-    batch_shape = indices.shape[:-1]
-    starts = indices.reshape(-1, indices.shape[-1])
-    _check_mode(mode, starts, dn.start_index_map, operand.shape, slice_sizes)
-    starts = _clamp_starts(starts, dn.start_index_map, operand.shape, slice_sizes)
-    starts = starts.reshape(*batch_shape, -1)
-    offset_operand_dims = [
-        d
-        for d in range(operand.ndim)
-        if d not in dn.collapsed_slice_dims and d not in dn.operand_batching_dims
-    ]
-    out_rank = len(batch_shape) + len(dn.offset_dims)
-    batch_out_dims = [d for d in range(out_rank) if d not in dn.offset_dims]
-    out_shape = [0] * out_rank
-    for d, od in zip(dn.offset_dims, offset_operand_dims, strict=True):
-        out_shape[d] = slice_sizes[od]
-    for d, n in zip(batch_out_dims, batch_shape, strict=True):
-        out_shape[d] = n
-    grid = np.indices(out_shape, sparse=True)
-    batch_idx = tuple(grid[d] for d in batch_out_dims)  # broadcastable batch coordinates
-    index = []
-    for d in range(operand.ndim):
-        i = np.zeros((1,) * out_rank, np.int64)
-        if d in dn.start_index_map:
-            k = dn.start_index_map.index(d)
-            i = i + _expand(starts[..., k][batch_idx], out_rank)
-        if d in dn.operand_batching_dims:
-            k = dn.start_indices_batching_dims[dn.operand_batching_dims.index(d)]
-            i = i + grid[batch_out_dims[k]]
-        if d in offset_operand_dims:
-            i = i + grid[dn.offset_dims[offset_operand_dims.index(d)]]
-        index.append(i)
-    return operand[tuple(index)]
-
-
-def _expand(x, rank):
-    return x.reshape(x.shape + (1,) * (rank - x.ndim)) if x.ndim < rank else x
+    skipped = (*dn.collapsed_slice_dims, *dn.operand_batching_dims)
+    offset_sizes = [n for d, n in enumerate(slice_sizes) if d not in skipped]
+    shape = list(indices.shape[:-1])
+    for d, n in zip(dn.offset_dims, offset_sizes, strict=True):
+        shape.insert(d, n)  # offset dims in increasing order: each lands where it says
+    batching = zip(dn.operand_batching_dims, dn.start_indices_batching_dims, strict=True)
+    index = _window_index(
+        operand.shape, indices, shape, dn.offset_dims, skipped, dn.start_index_map, batching, mode
+    )
+    return operand[index]
 
 
 def _scatter_index(operand, indices, updates, dn, mode):
     """The operand index of every update element (a tuple of arrays of `updates.shape`)."""
-    sdims = [d for d in range(updates.ndim) if d not in dn.update_window_dims]
-    window_operand_dims = [
-        d
-        for d in range(operand.ndim)
-        if d not in dn.inserted_window_dims and d not in dn.operand_batching_dims
-    ]
-    sizes = [1] * operand.ndim
-    for d, od in zip(dn.update_window_dims, window_operand_dims, strict=True):
-        sizes[od] = updates.shape[d]
-    batch_shape = indices.shape[:-1]
-    starts = indices.reshape(-1, indices.shape[-1])
-    _check_mode(mode, starts, dn.scatter_dims_to_operand_dims, operand.shape, sizes)
-    starts = _clamp_starts(starts, dn.scatter_dims_to_operand_dims, operand.shape, sizes)
-    starts = starts.reshape(*batch_shape, -1)
-    grid = np.indices(updates.shape, sparse=True)
-    batch_idx = tuple(grid[d] for d in sdims)
-    index = []
-    for d in range(operand.ndim):
-        i = np.zeros((1,) * updates.ndim, np.int64)
-        if d in dn.scatter_dims_to_operand_dims:
-            k = dn.scatter_dims_to_operand_dims.index(d)
-            i = i + starts[..., k][batch_idx]
-        if d in dn.operand_batching_dims:
-            k = dn.scatter_indices_batching_dims[dn.operand_batching_dims.index(d)]
-            i = i + grid[sdims[k]]
-        if d in window_operand_dims:
-            i = i + grid[dn.update_window_dims[window_operand_dims.index(d)]]
-        index.append(np.broadcast_to(i, updates.shape))
-    return tuple(index)
+    skipped = (*dn.inserted_window_dims, *dn.operand_batching_dims)
+    batching = zip(dn.operand_batching_dims, dn.scatter_indices_batching_dims, strict=True)
+    start_map = tuple(dn.scatter_dims_to_operand_dims)
+    return _window_index(
+        operand.shape,
+        indices,
+        updates.shape,
+        dn.update_window_dims,
+        skipped,
+        start_map,
+        batching,
+        mode,
+    )
 
 
 def _scatter(operand, indices, updates, dimension_numbers, mode=None, **_):
@@ -285,24 +270,17 @@ def _custom_linear_solve(*args, const_lengths, jaxprs):
 
 
 def _scan(*args, jaxpr, num_consts, num_carry, length, reverse, **_):
-    consts, carry, xs = (
-        args[:num_consts],
-        list(args[num_consts : num_consts + num_carry]),
-        args[num_consts + num_carry :],
-    )
-    ys = []
-    steps = range(length - 1, -1, -1) if reverse else range(length)
-    for i in steps:
+    consts, xs = args[:num_consts], args[num_consts + num_carry :]
+    carry = list(args[num_consts : num_consts + num_carry])
+    ys = [None] * length
+    for i in range(length - 1, -1, -1) if reverse else range(length):
         out = _closed(jaxpr, *consts, *carry, *(x[i] for x in xs))
-        carry, y = out[:num_carry], out[num_carry:]
-        ys.append(y)
-    if reverse:
-        ys = ys[::-1]
-    stacked = [np.stack(col) for col in zip(*ys, strict=True)] if ys and ys[0] else []
-    if not stacked and ys == [] and len(jaxpr.jaxpr.outvars) > num_carry:
-        stacked = [
-            np.zeros((0, *v.aval.shape), v.aval.dtype) for v in jaxpr.jaxpr.outvars[num_carry:]
-        ]
+        carry, ys[i] = out[:num_carry], out[num_carry:]
+    y_vars = jaxpr.jaxpr.outvars[num_carry:]
+    stacked = [
+        np.stack([y[j] for y in ys]) if length else np.zeros((0, *v.aval.shape), v.aval.dtype)
+        for j, v in enumerate(y_vars)
+    ]
     return [*carry, *stacked]
 
 

@@ -66,12 +66,11 @@ WITH_RULES = ["aba", "forward_dynamics"]
 # set-up: models with passive forces, well-conditioned states, compiled programs
 
 
-def _compile(fn, args, rules: bool = True):
-    """`jax.jit(fn)` compiled for `args`, traced with the rules on or off. `fn` must be a
-    fresh function object (a function traced before keeps its cached trace)."""
-    with jd.differentiation_rules(rules):
-        lowered = jax.jit(fn).lower(*args)
-    return lowered.compile()
+def _compile(fn, args):
+    """`jax.jit(fn)` compiled for `args` (the rules on: the references, rules off, are
+    `_reference_eval`'s). `fn` must be a fresh function object (a function traced before keeps
+    its cached trace)."""
+    return jax.jit(fn).lower(*args).compile()
 
 
 def _reference_eval(fn, args):
