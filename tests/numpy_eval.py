@@ -296,6 +296,54 @@ def _cond(index, *args, branches, **_):
     return _closed(branches[int(index)], *args)
 
 
+def _lu(a):
+    """LAPACK's `getrf` (partial pivoting), as XLA:CPU calls it: `(lu, pivots, permutation)`,
+    each matrix of the batch on its own (a singular one factorises as LAPACK leaves it)."""
+    from scipy.linalg import lapack
+
+    m, n = a.shape[-2:]
+    lu = np.empty_like(a)
+    pivots = np.empty((*a.shape[:-2], min(m, n)), np.int32)
+    permutation = np.empty((*a.shape[:-2], m), np.int32)
+    (getrf,) = lapack.get_lapack_funcs(("getrf",), (a,))
+    for i in np.ndindex(a.shape[:-2]):
+        lu[i], piv, _ = getrf(a[i])
+        perm = np.arange(m)
+        for k, p in enumerate(piv):  # row k swapped with row p, in order
+            perm[[k, p]] = perm[[p, k]]
+        pivots[i], permutation[i] = piv, perm
+    return [lu, pivots, permutation]
+
+
+def _triangular_solve(a, b, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+    """`op(a) x = b` (`left_side`) or `x op(a) = b`, `op` the transpose where `transpose_a`:
+    each matrix of the batch by back substitution (`scipy.linalg.solve_triangular`)."""
+    from scipy.linalg import solve_triangular
+
+    if conjugate_a:
+        a = np.conj(a)
+    x = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], b.dtype)
+    for i in np.ndindex(x.shape[:-2]):
+        ai, bi = a[i] if a.ndim > 2 else a, b[i] if b.ndim > 2 else b
+        if left_side:
+            x[i] = solve_triangular(
+                ai, bi, trans=int(transpose_a), lower=lower, unit_diagonal=unit_diagonal
+            )
+        else:  # x op(a) = b  ⇔  op(a)ᵀ xᵀ = bᵀ
+            x[i] = solve_triangular(
+                ai, bi.T, trans=1 - int(transpose_a), lower=lower, unit_diagonal=unit_diagonal
+            ).T
+    return x
+
+
+def _sort(*operands, dimension, is_stable, num_keys):
+    """Sorted along `dimension` by the first operand (stable), the others permuted alike."""
+    if num_keys != 1:
+        raise NotImplementedError(f"numpy_eval: sort with num_keys={num_keys}")
+    order = np.argsort(operands[0], axis=dimension, kind="stable")
+    return [np.take_along_axis(x, order, axis=dimension) for x in operands]
+
+
 def _round(x, rounding_method):
     if "EVEN" in str(rounding_method) or rounding_method == 1:
         return np.round(x)
@@ -400,6 +448,9 @@ _RULES = {
     "scatter-add": _scatter_add,
     "scatter_add": _scatter_add,
     "dot_general": _dot_general,
+    "lu": _lu,
+    "triangular_solve": _triangular_solve,
+    "sort": _sort,
     "select_n": _select_n,
     "iota": _iota,
     "jit": lambda *xs, jaxpr, **_: _closed(jaxpr, *xs),

@@ -1,7 +1,8 @@
 """`numpy_eval` (the tests' NumPy evaluator of reference jaxprs) against XLA on small programs
 that use each of its non-elementwise rules: gathers and scatters with batching dimensions
 (what `vmap` of indexing makes), `dot_general` with batch dimensions, pads with interior and
-negative padding, `scan`, `while`, `cond`, `custom_jvp`, `custom_linear_solve`."""
+negative padding, `scan`, `while`, `cond`, `custom_jvp`, `custom_linear_solve`, and LAPACK's
+`lu` with the triangular solves and `sort` that `jnp.linalg.solve` is made of."""
 
 import jax
 import jax.numpy as jnp
@@ -53,7 +54,29 @@ def _control(x, idx):
     return carry, ys, n, k, sol, jax.jacfwd(f)(x[0, 0])
 
 
-@pytest.mark.parametrize("program", [_indexing, _algebra, _control])
+def _linear_algebra(x, idx):
+    A = jnp.einsum("bij,bkj->bik", x[:, :3], x[:, :3]) + jnp.eye(3)  # 4 matrices, 3 × 3
+    A = A.at[:, 0, 0].set(1e-3)  # the largest pivot is not on the diagonal: rows swap
+    rhs = x[:, 3:, :].transpose(0, 2, 1)  # 3 × 2 right-hand sides
+    lu, pivots, perm = jax.lax.linalg.lu(A)
+    solves = [
+        jax.lax.linalg.triangular_solve(
+            A, r, left_side=left, lower=lower, transpose_a=trans, unit_diagonal=unit
+        )
+        for left, lower, trans, unit in [
+            (True, True, False, False),
+            (True, False, True, True),
+            (False, True, True, False),
+            (False, False, False, True),
+        ]
+        for r in [rhs if left else rhs.transpose(0, 2, 1)]
+    ]
+    grad = jax.grad(lambda a: jnp.sum(jnp.linalg.solve(a, rhs) ** 2))(A)  # a transpose solve
+    order = jnp.sort(x[:, :, 0], axis=1), jnp.argsort(x[:, 1, :], axis=0)
+    return lu, pivots, perm, solves, jnp.linalg.solve(A, rhs), grad, order
+
+
+@pytest.mark.parametrize("program", [_indexing, _algebra, _control, _linear_algebra])
 def test_equals_xla(program):
     got = numpy_eval(program, X, IDX)
     want = jax.jit(program)(X, IDX)

@@ -11,7 +11,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 from helpers import np_skew
-from numpy_eval import numpy_jit
+from numpy_eval import numpy_eval, numpy_jit
 from robots import load_jointdyn, load_pinocchio, q_to_pinocchio, v_to_pinocchio_matrix
 from trees import random_inertia, random_rotation, random_tree
 
@@ -66,31 +66,30 @@ def passive_tree(seed: int = 0, small: bool = False) -> jd.Model:
     return b.build()
 
 
-@eqx.filter_jit
-def _perturbed_step(model, q, v, tau, dt, z, integrator, contact, f_ext):
-    """`jd.step(q ⊕ δq, v + δv, tau + δtau)` for `z = (δq, δv, δtau)`, jitted."""
-    dq, dv, du = jnp.split(z, 3)
-    kw = dict(integrator=integrator, contact=contact, f_ext=f_ext)
-    return jd.step(model, model.integrate(q, dq), v + dv, tau + du, dt, **kw)
-
-
 def fd_step(model, q, v, tau, dt, integrator, contact=None, f_ext=None):
-    """`jd.step` (jitted) and its central differences in the tangent space: `(q1, v1, fx, fu)`.
-    A Python loop over the directions calling one jitted program (one direction each): far
-    cheaper to build than a program for all directions at once (`vmap`)."""
+    """`jd.step` and its central differences in the tangent space: `(q1, v1, fx, fu)`. Every
+    direction at once (`vmap` over `±EPS` steps of `z = (δq, δv, δtau)`), evaluated by NumPy
+    (`numpy_eval`): no XLA program to build, and no compiler shared with the code checked."""
     nv = model.nv
-
-    def step(z):
-        return _perturbed_step(model, q, v, tau, dt, z, integrator, contact, f_ext)
-
-    q1, v1 = step(jnp.zeros(3 * nv))
     E = EPS * np.eye(3 * nv)
-    cols = []
-    for k in range(3 * nv):
-        (qp, vp), (qm, vm) = step(jnp.asarray(E[k])), step(jnp.asarray(-E[k]))
-        dq = model.difference(q1, qp) - model.difference(q1, qm)
-        cols.append(np.concatenate([dq, vp - vm]))
-    J = np.stack(cols, 1) / (2 * EPS)
+
+    def differences(model, q, v, tau, Z, contact, f_ext):
+        def step(z):
+            dq, dv, du = jnp.split(z, 3)
+            kw = dict(integrator=integrator, contact=contact, f_ext=f_ext)
+            return jd.step(model, model.integrate(q, dq), v + dv, tau + du, dt, **kw)
+
+        qs, vs = jax.vmap(step)(Z)
+        q1, v1 = qs[0], vs[0]
+        plus, minus = slice(1, 1 + 3 * nv), slice(1 + 3 * nv, None)
+        dq = jax.vmap(lambda a, b: model.difference(q1, a) - model.difference(q1, b))(
+            qs[plus], qs[minus]
+        )
+        J = jnp.concatenate([dq, vs[plus] - vs[minus]], 1).T / (2 * EPS)
+        return q1, v1, J
+
+    Z = np.concatenate([np.zeros((1, 3 * nv)), E, -E])
+    q1, v1, J = numpy_eval(differences, model, q, v, tau, Z, contact, f_ext)
     return q1, v1, J[:, : 2 * nv], J[:, 2 * nv :]
 
 
