@@ -315,6 +315,18 @@ def _lu(a):
     return [lu, pivots, permutation]
 
 
+def _cholesky(a, **_):
+    """Lower Cholesky factor of each matrix of the batch; NaN where one is not positive
+    definite (XLA:CPU's result there)."""
+    out = np.empty_like(a)
+    for i in np.ndindex(a.shape[:-2]):
+        try:
+            out[i] = np.linalg.cholesky(a[i])
+        except np.linalg.LinAlgError:
+            out[i] = np.nan
+    return out
+
+
 def _triangular_solve(a, b, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
     """`op(a) x = b` (`left_side`) or `x op(a) = b`, `op` the transpose where `transpose_a`:
     each matrix of the batch by back substitution (`scipy.linalg.solve_triangular`)."""
@@ -449,6 +461,7 @@ _RULES = {
     "scatter_add": _scatter_add,
     "dot_general": _dot_general,
     "lu": _lu,
+    "cholesky": _cholesky,
     "triangular_solve": _triangular_solve,
     "sort": _sort,
     "select_n": _select_n,

@@ -2,7 +2,7 @@
 that use each of its non-elementwise rules: gathers and scatters with batching dimensions
 (what `vmap` of indexing makes), `dot_general` with batch dimensions, pads with interior and
 negative padding, `scan`, `while`, `cond`, `custom_jvp`, `custom_linear_solve`, and LAPACK's
-`lu` with the triangular solves and `sort` that `jnp.linalg.solve` is made of."""
+`lu` with the triangular solves and `sort` that `jnp.linalg.solve` is made of, `cholesky`."""
 
 import jax
 import jax.numpy as jnp
@@ -55,8 +55,8 @@ def _control(x, idx):
 
 
 def _linear_algebra(x, idx):
-    A = jnp.einsum("bij,bkj->bik", x[:, :3], x[:, :3]) + jnp.eye(3)  # 4 matrices, 3 × 3
-    A = A.at[:, 0, 0].set(1e-3)  # the largest pivot is not on the diagonal: rows swap
+    S = jnp.einsum("bij,bkj->bik", x[:, :3], x[:, :3]) + jnp.eye(3)  # 4 SPD matrices, 3 × 3
+    A = S.at[:, 0, 0].set(1e-3)  # the largest pivot is not on the diagonal: rows swap
     rhs = x[:, 3:, :].transpose(0, 2, 1)  # 3 × 2 right-hand sides
     lu, pivots, perm = jax.lax.linalg.lu(A)
     solves = [
@@ -73,7 +73,8 @@ def _linear_algebra(x, idx):
     ]
     grad = jax.grad(lambda a: jnp.sum(jnp.linalg.solve(a, rhs) ** 2))(A)  # a transpose solve
     order = jnp.sort(x[:, :, 0], axis=1), jnp.argsort(x[:, 1, :], axis=0)
-    return lu, pivots, perm, solves, jnp.linalg.solve(A, rhs), grad, order
+    chol = jnp.linalg.cholesky(S * jnp.array([1.0, -1.0, 1.0, -1.0])[:, None, None])  # 2 not PD
+    return lu, pivots, perm, solves, jnp.linalg.solve(A, rhs), grad, order, chol
 
 
 @pytest.mark.parametrize("program", [_indexing, _algebra, _control, _linear_algebra])
