@@ -140,17 +140,17 @@ def test_gradient_in_armature_matches_finite_differences():
     tau = jax.random.normal(jax.random.PRNGKey(3), (model.nv,))
     arm = model.armature()
 
-    @jax.jit
     def loss(a):
         m = model.with_joint_params(armature=a)
         return jnp.sum(jd.aba(m, q, v, tau) ** 2) + jnp.sum(jd.forward_dynamics(m, q, v, tau))
 
-    g = jax.grad(loss)(arm)
+    g = jax.jit(jax.grad(loss))(arm)
     assert np.all(np.isfinite(np.asarray(g)))
     eps = 1e-6
-    E = np.eye(model.nv)
-    fd = [(loss(arm + eps * e) - loss(arm - eps * e)) / (2 * eps) for e in E[:6]]
-    close(g[:6], np.array(fd), "d loss / d armature", 1e-6)
+    E = eps * np.eye(model.nv)[:6]
+    moved = np.concatenate([np.asarray(arm) + E, np.asarray(arm) - E])
+    losses = numpy_eval(jax.vmap(loss), moved)  # by NumPy, not compiled
+    close(g[:6], (losses[:6] - losses[6:]) / (2 * eps), "d loss / d armature", 1e-6)
 
 
 def test_armature_argument_and_validation():
