@@ -20,6 +20,7 @@ import functools
 
 import jax
 import numpy as np
+import scipy.special
 from jax.extend import core as jcore
 
 
@@ -75,13 +76,22 @@ def eval_jaxpr(jaxpr, consts, args) -> list:
         outs = out if eqn.primitive.multiple_results else [out]
         for var, val in zip(eqn.outvars, outs, strict=True):
             val = np.asarray(val)
-            aval = var.aval
-            if val.dtype != aval.dtype:
-                val = val.astype(aval.dtype)
-            if val.shape != aval.shape:
-                raise AssertionError(f"numpy_eval: {name} gave shape {val.shape}, not {aval.shape}")
+            dtype, shape = _layout(var.aval)
+            if val.dtype != dtype:
+                val = val.astype(dtype)
+            if val.shape != shape:
+                raise AssertionError(f"numpy_eval: {name} gave shape {val.shape}, not {shape}")
             env[var] = val
     return [np.asarray(read(x)) for x in jaxpr.outvars]
+
+
+def _layout(aval):
+    """NumPy dtype and shape of a value: a threefry key array is its uint32 data `(..., 2)`
+    (structural operations on key arrays, which would need the trailing axis, then fail on
+    the shape check)."""
+    if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.prng_key):
+        return np.dtype(np.uint32), (*aval.shape, 2)
+    return aval.dtype, aval.shape
 
 
 def _closed(closed, *args) -> list:
@@ -327,6 +337,16 @@ def _cholesky(a, **_):
     return out
 
 
+def _svd(a, full_matrices, compute_uv, subset_by_index=None, algorithm=None):
+    """`s` or `(s, u, vᵀ)` (LAPACK's `gesdd` through NumPy, XLA:CPU's default driver)."""
+    if subset_by_index not in (None, (0, min(a.shape[-2:]))) or algorithm not in (None,):
+        raise NotImplementedError(f"numpy_eval: svd with {subset_by_index=}, {algorithm=}")
+    if not compute_uv:
+        return [np.linalg.svd(a, compute_uv=False)]
+    u, s, vt = np.linalg.svd(a, full_matrices=full_matrices)
+    return [s, u, vt]
+
+
 def _triangular_solve(a, b, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
     """`op(a) x = b` (`left_side`) or `x op(a) = b`, `op` the transpose where `transpose_a`:
     each matrix of the batch by back substitution (`scipy.linalg.solve_triangular`)."""
@@ -354,6 +374,100 @@ def _sort(*operands, dimension, is_stable, num_keys):
         raise NotImplementedError(f"numpy_eval: sort with num_keys={num_keys}")
     order = np.argsort(operands[0], axis=dimension, kind="stable")
     return [np.take_along_axis(x, order, axis=dimension) for x in operands]
+
+
+# --- random numbers: JAX's threefry2x32 keys (`jax_threefry_partitionable`, the default) ---
+# A key is its raw data here: uint32 `(..., 2)`; the key-typed primitives act on that.
+
+
+def _threefry2x32(k1, k2, x1, x2):
+    """The Threefry-2x32 block cipher (20 rounds), as `jax._src.prng.threefry2x32_p`."""
+    k1, k2, x1, x2 = np.broadcast_arrays(*(np.asarray(a, np.uint32) for a in (k1, k2, x1, x2)))
+    ks = [k1, k2, k1 ^ k2 ^ np.uint32(0x1BD11BDA)]
+    rotations = [(13, 15, 26, 6), (17, 29, 16, 24)]
+    x = [x1 + ks[0], x2 + ks[1]]
+    with np.errstate(over="ignore"):
+        for i in range(5):
+            for r in rotations[i % 2]:
+                x[0] = x[0] + x[1]
+                x[1] = (x[1] << np.uint32(r)) | (x[1] >> np.uint32(32 - r))
+                x[1] = x[0] ^ x[1]
+            x[0] = x[0] + ks[(i + 1) % 3]
+            x[1] = x[1] + ks[(i + 2) % 3] + np.uint32(i + 1)
+    return x
+
+
+def _counts(shape):
+    """`iota_2x32_shape`: the row-major index of each entry as (high, low) 32-bit words."""
+    index = np.arange(int(np.prod(shape)), dtype=np.uint64).reshape(shape)
+    return (index >> np.uint64(32)).astype(np.uint32), index.astype(np.uint32)
+
+
+def _per_key(keys, fn):
+    """`fn(k1, k2)` for each key of a key array `(..., 2)`, results stacked in its shape."""
+    out = [fn(k[0], k[1]) for k in keys.reshape(-1, 2)]
+    return np.stack(out).reshape(*keys.shape[:-1], *out[0].shape)
+
+
+def _random_check(impl):
+    if "fry" not in str(impl) or not jax.config.jax_threefry_partitionable:
+        raise NotImplementedError(f"numpy_eval: random keys of {impl} (threefry, partitionable)")
+
+
+def _random_wrap(data, impl):
+    _random_check(impl)
+    return data
+
+
+def _random_seed(seeds, impl):
+    """`threefry_seed`: the key `[seed >> 32, seed & 0xFFFFFFFF]` of an integer seed."""
+    _random_check(impl)
+    high = (
+        (seeds.view(np.uint64) >> np.uint64(32)).astype(np.uint32)
+        if seeds.dtype.itemsize == 8
+        else np.zeros(seeds.shape, np.uint32)
+    )
+    return np.stack([high, seeds.astype(np.uint32)], -1)
+
+
+def _random_bits(keys, bit_width, shape):
+    """64 bits: the two words of each block; fewer: their xor, truncated."""
+
+    def bits(k1, k2):
+        b1, b2 = _threefry2x32(k1, k2, *_counts(shape))
+        if bit_width == 64:
+            return (b1.astype(np.uint64) << np.uint64(32)) | b2.astype(np.uint64)
+        return (b1 ^ b2).astype(f"uint{bit_width}")
+
+    return _per_key(keys, bits)
+
+
+def _random_split(keys, shape):
+    return _per_key(keys, lambda k1, k2: np.stack(_threefry2x32(k1, k2, *_counts(shape)), -1))
+
+
+def _random_fold_in(keys, msgs):
+    msgs = np.broadcast_to(msgs, keys.shape[:-1]).reshape(-1)
+    flat = [
+        np.stack(_threefry2x32(k[0], k[1], np.uint32(0), np.uint32(m)))
+        for k, m in zip(keys.reshape(-1, 2), msgs, strict=True)
+    ]
+    return np.stack(flat).reshape(keys.shape)
+
+
+def _shift_right_logical(x, y):
+    """Zeros shifted in (also for signed `x`); 0 for shifts of the whole width or more."""
+    bits = 8 * x.dtype.itemsize
+    unsigned = np.dtype(f"uint{bits}")
+    y = np.broadcast_to(y, np.broadcast_shapes(np.shape(x), np.shape(y))).astype(unsigned)
+    shifted = x.view(unsigned) >> np.minimum(y, bits - 1)
+    return np.where(y >= bits, 0, shifted).astype(unsigned).view(x.dtype)
+
+
+def _bitcast_convert_type(x, new_dtype):
+    if np.dtype(new_dtype).itemsize != x.dtype.itemsize:
+        raise NotImplementedError("numpy_eval: bitcast between types of different sizes")
+    return x.view(new_dtype)
 
 
 def _round(x, rounding_method):
@@ -389,8 +503,11 @@ _RULES = {
     "pow": _binary(np.power),
     "atan2": _binary(np.arctan2),
     "rem": _binary(np.fmod),
-    "and": _binary(np.logical_and),
-    "or": _binary(np.logical_or),
+    "and": _binary(np.bitwise_and),  # logical on booleans, bitwise on integers
+    "or": _binary(np.bitwise_or),
+    "xor": _binary(np.bitwise_xor),
+    "shift_left": _binary(np.left_shift),
+    "shift_right_logical": _binary(_shift_right_logical),
     "eq": _binary(np.equal),
     "ne": _binary(np.not_equal),
     "gt": _binary(np.greater),
@@ -418,7 +535,7 @@ _RULES = {
     "floor": _unary(np.floor),
     "round": _round,
     "ceil": _unary(np.ceil),
-    "not": _unary(np.logical_not),
+    "not": _unary(np.invert),  # logical on booleans, bitwise on integers
     "is_finite": _unary(np.isfinite),
     "stop_gradient": _unary(lambda x: x),
     "copy": _unary(np.copy),
@@ -429,6 +546,14 @@ _RULES = {
     "square": _unary(np.square),
     "logistic": _unary(lambda x: 1.0 / (1.0 + np.exp(-x))),
     "clamp": lambda lo, x, hi: np.clip(x, lo, hi),
+    "bitcast_convert_type": _bitcast_convert_type,
+    "erf_inv": _unary(lambda x: scipy.special.erfinv(x)),
+    "random_wrap": _random_wrap,
+    "random_seed": _random_seed,
+    "random_unwrap": _unary(lambda x: x),
+    "random_bits": _random_bits,
+    "random_split": _random_split,
+    "random_fold_in": _random_fold_in,
     "convert_element_type": lambda x, new_dtype, **_: x.astype(new_dtype),
     "reshape": lambda x, new_sizes, **_: x.reshape(new_sizes),
     "squeeze": lambda x, dimensions: np.squeeze(x, tuple(dimensions)),
@@ -462,6 +587,13 @@ _RULES = {
     "dot_general": _dot_general,
     "lu": _lu,
     "cholesky": _cholesky,
+    "svd": _svd,
+    # equinox's `error_if`: a reduction over the whole (batched) predicate, and the callback
+    # that raises, called as JAX would call it
+    "unvmap_any": lambda x: np.any(x),
+    "unvmap_all": lambda x: np.all(x),
+    "unvmap_max": lambda x: np.max(x),
+    "pure_callback": lambda *xs, callback, **_: list(callback(*xs)),
     "triangular_solve": _triangular_solve,
     "sort": _sort,
     "select_n": _select_n,

@@ -3,7 +3,8 @@
 `_methods` calls each method once. One compiled program per joint, `_evaluate` =
 `jit(vmap(value_and_grad(loss)))`, returns every method's output and the gradient of a loss
 touching all of them, w.r.t. the state and the joint's parameters (`eqx.filter_value_and_grad`).
-The tests compare its outputs with eager (un-jitted, un-vmapped) calls, and its gradients with
+The tests compare its outputs with the methods evaluated one state at a time by NumPy from
+their jaxpr (`numpy_eval`: un-jitted, un-vmapped, no XLA), and its gradients with
 central finite differences of its own loss in float64, at random states and at the neutral
 configuration with zero velocity (identity quaternion, zero rotation: where a careless `sqrt`,
 `arctan2`, `norm` or SVD gives NaN gradients).
@@ -18,6 +19,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 from helpers import JOINT_NAMES, assert_tree_allclose, make_joint, np_state, tree_allclose
+from numpy_eval import numpy_eval
 
 import jointdyn as jd
 
@@ -66,7 +68,8 @@ _evaluate = jax.jit(
 @functools.cache
 def _case(name):
     """The joint (with damping and friction, so that passive_force depends on parameters), a
-    batch of states, the eager methods at the first state, and the loss weights.
+    batch of states, the methods at the first state evaluated by NumPy (`numpy_eval`), and the
+    loss weights.
 
     Everything outside the library calls is NumPy: eager JAX glue (slicing, stacking) would
     compile one small program per shape."""
@@ -77,13 +80,13 @@ def _case(name):
     joint = _set_passive(joint, damping, friction)
     keys = np.asarray(jr.split(jr.PRNGKey(0), NBATCH))
     states = [np_state(joint, rng) for _ in range(NBATCH)]
-    eager = _numpy(_methods(joint, *map(jnp.asarray, (keys[0], *states[0]))))
+    reference = numpy_eval(_methods, joint, keys[0], *states[0])
     weights = {
         k: rng.normal(size=np.shape(x))
-        for k, x in eager.items()
+        for k, x in reference.items()
         if k not in ("neutral", "random_configuration")
     }
-    return joint, keys, states, eager, weights
+    return joint, keys, states, reference, weights
 
 
 def _set_passive(joint, damping, friction):
@@ -130,12 +133,12 @@ def _params_moved(joint, d: np.ndarray):
 
 @parametrize_joints
 def test_jit_vmap(name):
-    """`jit(vmap(method))`: its first batch element equals the eager method, and permuting the
-    batch permutes the results (no cross-talk between batch elements)."""
-    joint, keys, states, eager, weights = _case(name)
+    """`jit(vmap(method))`: its first batch element equals the method evaluated by NumPy, and
+    permuting the batch permutes the results (no cross-talk between batch elements)."""
+    joint, keys, states, reference, weights = _case(name)
     (_, batched), _ = _evaluate_batch(joint, keys, states, weights)
     first = {k: x[0] for k, x in batched.items()}
-    assert_tree_allclose(first, eager, rtol=1e-10, atol=1e-10, what="jit(vmap) vs eager")
+    assert_tree_allclose(first, reference, rtol=1e-10, atol=1e-10, what="jit(vmap) vs NumPy")
     perm = [2, 0, 1]
     (_, permuted), _ = _evaluate_batch(joint, keys[perm], [states[i] for i in perm], weights)
     expected = {k: x[perm] for k, x in batched.items()}

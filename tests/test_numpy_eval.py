@@ -2,8 +2,9 @@
 that use each of its non-elementwise rules: gathers and scatters with batching dimensions
 (what `vmap` of indexing makes), `dot_general` with batch dimensions, pads with interior and
 negative padding, `scan`, `while`, `cond`, `custom_jvp`, `custom_linear_solve`, and LAPACK's
-`lu` with the triangular solves and `sort` that `jnp.linalg.solve` is made of, `cholesky`."""
+`lu` with the triangular solves and `sort` that `jnp.linalg.solve` is made of, `cholesky`, `svd`, equinox's `error_if` and JAX's threefry random bits."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -74,16 +75,51 @@ def _linear_algebra(x, idx):
     grad = jax.grad(lambda a: jnp.sum(jnp.linalg.solve(a, rhs) ** 2))(A)  # a transpose solve
     order = jnp.sort(x[:, :, 0], axis=1), jnp.argsort(x[:, 1, :], axis=0)
     chol = jnp.linalg.cholesky(S * jnp.array([1.0, -1.0, 1.0, -1.0])[:, None, None])  # 2 not PD
-    return lu, pivots, perm, solves, jnp.linalg.solve(A, rhs), grad, order, chol
+    # singular values, and the pseudo-inverse (independent of the singular vectors' signs)
+    svd = jnp.linalg.svd(x[0], compute_uv=False), jnp.linalg.pinv(x[:, :, :2]), jnp.linalg.pinv(A)
+    return lu, pivots, perm, solves, jnp.linalg.solve(A, rhs), grad, order, chol, svd
 
 
-@pytest.mark.parametrize("program", [_indexing, _algebra, _control, _linear_algebra])
+def _random(x, idx):
+    """JAX's threefry keys bit for bit: raw and typed keys, split, fold_in, bits, and the
+    uniform and normal draws built on them (`erf_inv`), also under `vmap`."""
+    key = jax.random.PRNGKey(idx[1, 0])
+    keys = jax.random.split(key, 5)
+    typed = jax.random.key(idx[2, 0] - 10)  # a negative seed
+    return (
+        keys,
+        jax.random.fold_in(key, 12345),
+        jax.random.bits(keys[2], (3, 4)),
+        jax.random.uniform(keys[0], (6,)),
+        jax.random.normal(keys[1], (2, 3), jnp.float32),
+        jax.vmap(lambda k: jax.random.normal(k, (2,)))(keys),
+        jax.random.key_data(jax.random.split(typed, (2, 2))),
+        jax.random.uniform(jax.random.fold_in(typed, 3), (2,)),
+        jax.lax.shift_right_logical(jnp.array([-8, 8, -1], jnp.int32), jnp.int32([1, 1, 32])),
+        ~jnp.array([0, 5], jnp.uint32) ^ jnp.array([3, 3], jnp.uint32),
+    )
+
+
+@pytest.mark.parametrize("program", [_indexing, _algebra, _control, _linear_algebra, _random])
 def test_equals_xla(program):
     got = numpy_eval(program, X, IDX)
     want = jax.jit(program)(X, IDX)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype
-        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12, atol=1e-12)
+        if not np.issubdtype(a.dtype, np.inexact):  # integers (random bits), booleans: exact
+            np.testing.assert_array_equal(a, np.asarray(b))
+        else:  # float32: XLA's erf_inv and others are within an ulp of NumPy's and SciPy's
+            tol = 1e-12 if a.dtype == np.float64 else 1e-6
+            np.testing.assert_allclose(a, np.asarray(b), rtol=tol, atol=tol)
+
+
+def test_error_if_raises_as_under_jax():
+    def checked(x):
+        return eqx.error_if(x, jnp.any(x > 2.0), "too large")
+
+    np.testing.assert_array_equal(numpy_eval(jax.vmap(checked), X[:, 0, :1]), X[:, 0, :1])
+    with pytest.raises(Exception, match="too large"):
+        numpy_eval(jax.vmap(checked), X[:, 0, :1] + 10.0)
 
 
 def test_traces_once_per_shape_and_refuses_unknown_primitives():
@@ -99,5 +135,5 @@ def test_traces_once_per_shape_and_refuses_unknown_primitives():
     assert len(traces) == 1
     g(X[0])
     assert len(traces) == 2
-    with pytest.raises(NotImplementedError, match="erf_inv"):
-        numpy_eval(jax.lax.erf_inv, X / 10)
+    with pytest.raises(NotImplementedError, match="bessel_i0e"):
+        numpy_eval(jax.lax.bessel_i0e, X / 10)
