@@ -110,13 +110,14 @@ def test_batched_shards_over_devices():
         jax.config.update("jax_enable_x64", True)
         sys.path.insert(0, "tests")
         from trees import random_states, random_tree
+        from numpy_eval import numpy_eval  # the vmap references: by NumPy, not compiled
         import jointdyn as jd
         assert len(jax.devices()) == 2
         m = random_tree(1, nbodies=5)
         keys = jax.random.split(jax.random.PRNGKey(0), 20)
         q = jax.vmap(m.random_configuration)(keys)
         v = jax.random.normal(keys[0], (20, m.nv))
-        ref = jax.jit(jax.vmap(jd.aba, (None, 0, 0, 0)))(m, q, v, v)
+        ref = numpy_eval(jax.vmap(jd.aba, (None, 0, 0, 0)), m, q, v, v)
         f = jax.jit(jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=4))
         got = f(m, q, v, v)
         np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
@@ -129,9 +130,9 @@ def test_batched_shards_over_devices():
         # gradients through the split (aba's rule, reverse mode per device) equal vmap's
         def grad_of(fn):
             loss = lambda m, q, v: jnp.sum(jnp.sin(fn(m, q, v, v)))
-            return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(m, q, v)
-        g_ref = grad_of(jax.vmap(jd.aba, (None, 0, 0, 0)))
-        g = grad_of(jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=4))
+            return jax.grad(loss, argnums=(0, 1, 2))
+        g_ref = numpy_eval(grad_of(jax.vmap(jd.aba, (None, 0, 0, 0))), m, q, v)
+        g = jax.jit(grad_of(jd.batched(jd.aba, (None, 0, 0, 0), chunk_size=4)))(m, q, v)
         for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_ref)):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * np.abs(b).max())
         odd = jd.device_put_batched((m, q[:7]), (None, 0))  # 7 does not split over 2: unchanged
@@ -139,7 +140,7 @@ def test_batched_shards_over_devices():
         # aba_derivatives split over two devices: must not call LAPACK (OpenBLAS from two
         # device threads deadlocked with the former Cholesky of M; that the program has no
         # LAPACK call is test_derivatives.test_aba_derivatives_call_no_lapack)
-        ref = jax.jit(jax.vmap(jd.aba_derivatives, (None, 0, 0, 0)))(m, q, v, v)
+        ref = numpy_eval(jax.vmap(jd.aba_derivatives, (None, 0, 0, 0)), m, q, v, v)
         got = jax.jit(jd.batched(jd.aba_derivatives, (None, 0, 0, 0), chunk_size=2))(m, q, v, v)
         for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref)):
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
