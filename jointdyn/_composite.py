@@ -175,6 +175,7 @@ class Composite(AbstractJoint):
 
 
 def _residual(joint, X_FM, q):
+    """`r(q) = [log(R_target R(q)ᵀ); p_target − p(q)]`."""
     X = joint.X_FM(q)
     return jnp.concatenate([so3_log(X_FM.R @ X.R.T), X_FM.p - X.p])
 
@@ -187,6 +188,7 @@ def _residual_jacobian(joint, X_FM, q):
 
 @eqx.filter_custom_jvp
 def _fit(joint, X_FM):
+    """`Composite.q_from_X_FM`'s fit (its derivative is `_fit_jvp`, not the iterations')."""
     qs, X_rest = [], X_FM
     for j in joint.joints:
         qk = j.q_from_X_FM(X_rest)
