@@ -168,8 +168,8 @@ class Composite(AbstractJoint):
         (`r(q*) = 0`), `δq = −J⁺ (∂r/∂X_FM · dX_FM + ∂r/∂θ · dθ)` mapped by `q* ⊕ δ`, the
         minimum-norm change along redundant joints. For a pose off the joint's manifold it is
         the Gauss–Newton part of the least-squares derivative (the `Σ rᵢ ∇²rᵢ` term is left
-        out). One linear solve instead of differentiating every iteration (batched gradient of
-        a prismatic + revolute + ball fit: compile 14.0 → 4.0 s, run 2.8× faster).
+        out). One linear solve instead of differentiating every iteration: far cheaper to
+        compile and to run (figures in `benchmarks/NOTES.md`).
         """
         return _fit(self, X_FM)
 

@@ -20,6 +20,7 @@ import functools
 
 import jax
 import numpy as np
+import scipy.linalg
 import scipy.special
 from jax.extend import core as jcore
 
@@ -43,6 +44,16 @@ def numpy_jit(fn):
         return _evaluate(*cache[key], args)
 
     return wrapped
+
+
+def central_differences(fn, x, directions, eps: float):
+    """`(fn(x + eps d) − fn(x − eps d)) / (2 eps)` for each row `d` of `directions`: one
+    `vmap` over the rows, evaluated by NumPy (a finite-difference oracle, not compiled)."""
+
+    def one(d):
+        return (fn(x + eps * d) - fn(x - eps * d)) / (2 * eps)
+
+    return numpy_eval(jax.vmap(one), directions)
 
 
 def _trace(fn, args):
@@ -309,13 +320,11 @@ def _cond(index, *args, branches, **_):
 def _lu(a):
     """LAPACK's `getrf` (partial pivoting), as XLA:CPU calls it: `(lu, pivots, permutation)`,
     each matrix of the batch on its own (a singular one factorises as LAPACK leaves it)."""
-    from scipy.linalg import lapack
-
     m, n = a.shape[-2:]
     lu = np.empty_like(a)
     pivots = np.empty((*a.shape[:-2], min(m, n)), np.int32)
     permutation = np.empty((*a.shape[:-2], m), np.int32)
-    (getrf,) = lapack.get_lapack_funcs(("getrf",), (a,))
+    (getrf,) = scipy.linalg.lapack.get_lapack_funcs(("getrf",), (a,))
     for i in np.ndindex(a.shape[:-2]):
         lu[i], piv, _ = getrf(a[i])
         perm = np.arange(m)
@@ -350,8 +359,7 @@ def _svd(a, full_matrices, compute_uv, subset_by_index=None, algorithm=None):
 def _triangular_solve(a, b, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
     """`op(a) x = b` (`left_side`) or `x op(a) = b`, `op` the transpose where `transpose_a`:
     each matrix of the batch by back substitution (`scipy.linalg.solve_triangular`)."""
-    from scipy.linalg import solve_triangular
-
+    solve_triangular = scipy.linalg.solve_triangular
     if conjugate_a:
         a = np.conj(a)
     x = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], b.dtype)
@@ -403,10 +411,11 @@ def _counts(shape):
     return (index >> np.uint64(32)).astype(np.uint32), index.astype(np.uint32)
 
 
-def _per_key(keys, fn):
-    """`fn(k1, k2)` for each key of a key array `(..., 2)`, results stacked in its shape."""
-    out = [fn(k[0], k[1]) for k in keys.reshape(-1, 2)]
-    return np.stack(out).reshape(*keys.shape[:-1], *out[0].shape)
+def _blocks(keys, shape):
+    """Threefry of every key of `keys (..., 2)` with the counts of `shape`: two words of
+    shape `keys.shape[:-1] + shape` (the ciphers broadcast over keys and counts)."""
+    expand = (...,) + (None,) * len(shape)
+    return _threefry2x32(keys[..., 0][expand], keys[..., 1][expand], *_counts(shape))
 
 
 def _random_check(impl):
@@ -432,27 +441,19 @@ def _random_seed(seeds, impl):
 
 def _random_bits(keys, bit_width, shape):
     """64 bits: the two words of each block; fewer: their xor, truncated."""
-
-    def bits(k1, k2):
-        b1, b2 = _threefry2x32(k1, k2, *_counts(shape))
-        if bit_width == 64:
-            return (b1.astype(np.uint64) << np.uint64(32)) | b2.astype(np.uint64)
-        return (b1 ^ b2).astype(f"uint{bit_width}")
-
-    return _per_key(keys, bits)
+    b1, b2 = _blocks(keys, shape)
+    if bit_width == 64:
+        return (b1.astype(np.uint64) << np.uint64(32)) | b2.astype(np.uint64)
+    return (b1 ^ b2).astype(f"uint{bit_width}")
 
 
 def _random_split(keys, shape):
-    return _per_key(keys, lambda k1, k2: np.stack(_threefry2x32(k1, k2, *_counts(shape)), -1))
+    return np.stack(_blocks(keys, shape), -1)
 
 
 def _random_fold_in(keys, msgs):
-    msgs = np.broadcast_to(msgs, keys.shape[:-1]).reshape(-1)
-    flat = [
-        np.stack(_threefry2x32(k[0], k[1], np.uint32(0), np.uint32(m)))
-        for k, m in zip(keys.reshape(-1, 2), msgs, strict=True)
-    ]
-    return np.stack(flat).reshape(keys.shape)
+    """`threefry_2x32(key, [0, msg])`: the new key is the block of the count `(0, msg)`."""
+    return np.stack(_threefry2x32(keys[..., 0], keys[..., 1], np.uint32(0), msgs), -1)
 
 
 def _shift_right_logical(x, y):
@@ -547,7 +548,7 @@ _RULES = {
     "logistic": _unary(lambda x: 1.0 / (1.0 + np.exp(-x))),
     "clamp": lambda lo, x, hi: np.clip(x, lo, hi),
     "bitcast_convert_type": _bitcast_convert_type,
-    "erf_inv": _unary(lambda x: scipy.special.erfinv(x)),
+    "erf_inv": _unary(scipy.special.erfinv),
     "random_wrap": _random_wrap,
     "random_seed": _random_seed,
     "random_unwrap": _unary(lambda x: x),

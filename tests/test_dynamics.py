@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpy_eval import numpy_eval
+from numpy_eval import central_differences, numpy_eval
 from trees import random_tree
 
 import jointdyn as jd
@@ -251,19 +251,17 @@ def test_aba_gradients_match_finite_differences():
 
     z = jnp.zeros(model.nv)
     grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(z, v, tau)
-    eps = 1e-6
+    # Three random directions per argument, each alone (zero in the other two).
     rng = np.random.default_rng(0)
-    # Three random directions per argument, each at ±eps: 18 evaluations of the loss in one
-    # vmap, evaluated by NumPy (`numpy_eval`), not compiled.
-    d = rng.normal(size=(3, 3, model.nv))  # (argument, direction, entry)
-    moved = np.broadcast_to(np.stack([z, v, tau]), (2, 3, 3, 3, model.nv)).copy()
+    d = np.zeros((3, 3, 3, model.nv))  # (argument, direction, argument moved, entry)
     for argnum in range(3):
-        moved[0, argnum, :, argnum] += eps * d[argnum]
-        moved[1, argnum, :, argnum] -= eps * d[argnum]
-    losses = numpy_eval(jax.vmap(lambda x: loss(*x)), moved.reshape(-1, 3, model.nv))
-    fd = (losses.reshape(2, 3, 3)[0] - losses.reshape(2, 3, 3)[1]) / (2 * eps)
+        d[argnum, :, argnum] = rng.normal(size=(3, model.nv))
+    fd = central_differences(
+        lambda x: loss(*x), np.stack([z, v, tau]), d.reshape(9, 3, model.nv), 1e-6
+    ).reshape(3, 3)
     for argnum in range(3):
-        np.testing.assert_allclose(d[argnum] @ grads[argnum], fd[argnum], rtol=1e-5, atol=1e-6)
+        ad = d[argnum, :, argnum] @ grads[argnum]
+        np.testing.assert_allclose(ad, fd[argnum], rtol=1e-5, atol=1e-6)
 
 
 def test_gradient_wrt_model_parameters():
@@ -285,13 +283,15 @@ def test_gradient_wrt_model_parameters():
 
     mass, gravity = np.asarray(model.inertias.mass), np.asarray(model.gravity)
     gm, gg = jax.jit(jax.grad(loss, argnums=(0, 1)))(mass, gravity)
-    eps = 1e-6
-    e0, e1 = eps * np.eye(len(mass))[2], eps * np.eye(3)[2]
-    masses = np.stack([mass + e0, mass - e0, mass, mass])
-    gravities = np.stack([gravity, gravity, gravity + e1, gravity - e1])
-    losses = numpy_eval(jax.vmap(loss), masses, gravities)  # by NumPy, not compiled
-    np.testing.assert_allclose(gm[2], (losses[0] - losses[1]) / (2 * eps), rtol=1e-5)
-    np.testing.assert_allclose(gg[2], (losses[2] - losses[3]) / (2 * eps), rtol=1e-5)
+    n = len(mass)  # the flat vector [mass; gravity], moved along mass[2] and gravity[2]
+    fd = central_differences(
+        lambda x: loss(x[:n], x[n:]),
+        np.concatenate([mass, gravity]),
+        np.eye(n + 3)[[2, n + 2]],
+        1e-6,
+    )
+    np.testing.assert_allclose(gm[2], fd[0], rtol=1e-5)
+    np.testing.assert_allclose(gg[2], fd[1], rtol=1e-5)
 
 
 def test_joint_forces_are_each_joints_passive_force():
