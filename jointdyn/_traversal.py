@@ -366,9 +366,10 @@ def gather(tree, idx: np.ndarray):
 
 
 def materialized(tree):
-    """`tree` unchanged, but its tangents and cotangents (a JAX transformation's, not the
-    values themselves) are each computed once, in a kernel of their own: the identity as a
-    `lax.custom_linear_solve` whose solve (and transpose) is a row gather of all rows.
+    """`tree` unchanged, but computed once, in a kernel of their own, and so are its tangents
+    and cotangents under JAX's transformations: the identity as a `lax.custom_linear_solve`
+    whose solve (and transpose) is a row gather of all rows, so that the value is a gather
+    (see `gather`) and reverse mode transposes it into a gather again, not a scatter-add.
 
     Reverse mode sums a value's cotangent over all its uses (a chain of adds), and XLA fuses
     that chain into every kernel that reads the cotangent, recomputing it per output element.
@@ -380,6 +381,8 @@ def materialized(tree):
     (30 alternating rounds, minima), without → with, two processes: `aba` in every input
     5.30 / 5.06 → 5.14 / 5.07, in `(q, v, tau)` 3.91 / 3.88 → 3.77 / 3.68; `rnea` 5.39 / 5.42
     → 5.36 / 5.30, in `(q, v, vdot)` 3.98 / 3.97 → 3.91 / 3.90 (`benchmarks/NOTES.md`).
+    Also on the joints' local poses (`joint_terms`), where XLA otherwise evaluated each
+    joint's `sin`/`cos` once per element read.
     """
 
     def one(x):
