@@ -207,9 +207,8 @@ def joint_terms(model: Model, q: Array, v: Array | None = None) -> JointTerms:
     outs = map_groups(model, _local_terms, q=q, v=v)
     # the joints' local poses once, in a kernel of their own: with one joint group (a
     # fixed-base chain or tree of one joint class) XLA fused the joints' `sin`/`cos` into each
-    # consumer of `X_FM` (the level-order gather of the poses, the hinge shift), evaluating
-    # them once per element read: 44 % of the pose program's time in libm's `sincos`, and
-    # fixed-base g1's batched `rnea` and `aba` 1.6x slower than the floating-base model's
+    # consumer of `X_FM` (the level-order gather of the poses, the hinge shift) and evaluated
+    # them once per element read (benchmarks/NOTES.md, twenty-ninth session)
     X_FM = materialized(take(concat([o[0] for o in outs]), p.group_body_inv))
     poses = _poses if rules_enabled() else _poses_by_level
     X_WF, X_WB = poses(p, model.X_PF, X_FM @ model.X_BM.inverse())
