@@ -17,6 +17,7 @@ from ._joints_vector import _spatial_columns, angle_about
 from ._linalg import identity
 from ._spatial import (
     Transform,
+    cos_sin,
     cs_axis_to_rotmat,
     project_to_rotation,
     quat_conjugate,
@@ -211,9 +212,10 @@ class SpaceXYZ(AbstractJoint):
     @staticmethod
     def _rotation(q):
         eye = identity(3, dtype=q.dtype)
-        Rx = cs_axis_to_rotmat(eye[0], jnp.cos(q[0]), jnp.sin(q[0]))
-        Ry = cs_axis_to_rotmat(eye[1], jnp.cos(q[1]), jnp.sin(q[1]))
-        Rz = cs_axis_to_rotmat(eye[2], jnp.cos(q[2]), jnp.sin(q[2]))
+        c, s = cos_sin(q)
+        Rx = cs_axis_to_rotmat(eye[0], c[0], s[0])
+        Ry = cs_axis_to_rotmat(eye[1], c[1], s[1])
+        Rz = cs_axis_to_rotmat(eye[2], c[2], s[2])
         return Rz @ Ry @ Rx
 
     @staticmethod

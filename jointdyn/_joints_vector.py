@@ -15,7 +15,13 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._joint import AbstractJoint, JointParams, is_concrete, sample_box, unit_axis
 from ._linalg import identity
-from ._spatial import Transform, axis_angle_to_rotmat, project_to_rotation
+from ._spatial import (
+    Transform,
+    axis_angle_to_rotmat,
+    cos_sin,
+    cs_axis_to_rotmat,
+    project_to_rotation,
+)
 
 _PERPENDICULAR_TOL = 1e-6
 
@@ -301,13 +307,19 @@ class Universal(AbstractVectorJoint):
         _check_perpendicular([self.axis1, self.axis2], ["axis1", "axis2"])
         self.params = JointParams.create(2, 2, jnp.zeros(2), **params)
 
+    def _rotations(self, q):
+        """`R(a₁, q₀)`, `R(a₂, q₁)` from one `cos_sin` of both angles (the hinge matrix and
+        the pose share them)."""
+        c, s = cos_sin(q)
+        return cs_axis_to_rotmat(self.axis1, c[0], s[0]), cs_axis_to_rotmat(self.axis2, c[1], s[1])
+
     def X_FM(self, q):
-        R1 = axis_angle_to_rotmat(self.axis1, q[0])
-        R = R1 @ axis_angle_to_rotmat(self.axis2, q[1])
+        R1, R2 = self._rotations(q)
+        R = R1 @ R2
         return Transform(R, _zeros3(R.dtype))
 
     def H_FM(self, q):
-        R1 = axis_angle_to_rotmat(self.axis1, q[0])
+        R1, _ = self._rotations(q)
         rot = jnp.stack([self.axis1.astype(R1.dtype), R1 @ self.axis2], 1)
         return _spatial_columns(rot, None, 2, R1.dtype)
 
@@ -346,17 +358,18 @@ class Gimbal(AbstractVectorJoint):
         self.params = JointParams.create(3, 3, jnp.zeros(3), **params)
 
     def _partials(self, q):
-        R1 = axis_angle_to_rotmat(self.axes[0], q[0])
-        R12 = R1 @ axis_angle_to_rotmat(self.axes[1], q[1])
-        return R1, R12
+        """`R₁`, `R₁ R₂`, `R₁ R₂ R₃` (`Rᵢ = R(aᵢ, qᵢ₋₁)`) from one `cos_sin` of the angles."""
+        c, s = cos_sin(q)
+        R1, R2, R3 = (cs_axis_to_rotmat(self.axes[i], c[i], s[i]) for i in range(3))
+        R12 = R1 @ R2
+        return R1, R12, R12 @ R3
 
     def X_FM(self, q):
-        _, R12 = self._partials(q)
-        R = R12 @ axis_angle_to_rotmat(self.axes[2], q[2])
+        R = self._partials(q)[2]
         return Transform(R, _zeros3(R.dtype))
 
     def H_FM(self, q):
-        R1, R12 = self._partials(q)
+        R1, R12, _ = self._partials(q)
         rot = jnp.stack([self.axes[0].astype(R1.dtype), R1 @ self.axes[1], R12 @ self.axes[2]], 1)
         return _spatial_columns(rot, None, 3, R1.dtype)
 

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._linalg import add, cross, identity, matmul, matvec, mul, parts, rmatvec, sub
+from ._traversal import materialized
 
 # --------------------------------------------------------------------------------------------
 # small vector helpers
@@ -81,6 +82,17 @@ def so3_exp(w: Float[Array, "... 3"]) -> Float[Array, "... 3 3"]:
     K = skew(w)
     eye = identity(3, w.dtype)
     return eye + a[..., None, None] * K + b[..., None, None] * matmul(K, K)
+
+
+def cos_sin(angle: Float[Array, "..."]) -> tuple[Array, Array]:
+    """`(cos θ, sin θ)`, evaluated once in a kernel of their own (`_traversal.materialized`).
+
+    A joint's rotation, hinge matrix and their tangents all read the same `cos θ` and `sin θ`;
+    left to itself, XLA fuses the `sin`/`cos` into each consumer and evaluates them once per
+    element read: a 12-body `Gimbal` chain's batched RNEA spent a third of its time in libm,
+    with ~24 evaluations per angle (`benchmarks/NOTES.md`, thirtieth session)."""
+    cs = materialized(jnp.stack([jnp.cos(angle), jnp.sin(angle)]))
+    return cs[0], cs[1]
 
 
 def axis_angle_to_rotmat(axis: Float[Array, "... 3"], angle: Float[Array, "..."]) -> Array:
