@@ -11,6 +11,8 @@ configuration with zero velocity (identity quaternion, zero rotation: where a ca
 """
 
 import functools
+import math
+import re
 
 import equinox as eqx
 import jax
@@ -209,3 +211,51 @@ def _geometry(joint):
         return [x for j in joint.joints for x in _geometry(j)]
     names = ("axis", "axis1", "axis2", "axes", "pitch")
     return [getattr(joint, k) for k in names if hasattr(joint, k)]
+
+
+# Joints whose hinge matrix turns with the angles (or whose pose multiplies several rotations),
+# and the number of angles each takes a sine and cosine of.
+_TRIG_JOINTS = {"universal": 2, "gimbal": 3, "space_xyz": 3, "composite_ru": 3}
+
+
+def _trig_evaluations(hlo: str) -> int:
+    """Sines and cosines a compiled XLA program evaluates per call: every `sine`/`cosine` in a
+    fused computation runs once per element the fusion writes (a loop fusion computes each
+    output element from scratch), outside fusions once per element of its own shape."""
+    total = 0
+    for comp in re.split(r"\n(?=\S.*\{\n)", hlo):
+        head = comp.split("\n", 1)[0]
+        fused = "fused_computation" in head and "->" in head
+        writes = sum(
+            math.prod(int(d) for d in s.split(",") if d)
+            for s in re.findall(r"f64\[([0-9,]*)\]", head.split("->")[-1])
+        )
+        for shape in re.findall(r"= f64\[([0-9,]*)\]\S* (?:sine|cosine)\(", comp):
+            total += writes if fused else math.prod(int(d) for d in shape.split(",") if d)
+    return total
+
+
+def test_angles_take_one_sine_and_cosine_per_kernel():
+    """Batched RNEA on a chain of the joints whose hinge matrix (or pose) is built from several
+    rotations evaluates at most 20 sines and cosines per angle and sample (11 today; 9 of them
+    in a materialised pose's kernel, one per rotation entry): the angles' `cos`/`sin`
+    (`_spatial.cos_sin`) and a `Composite`'s part poses are materialised. Before, XLA fused
+    them into every consumer and re-evaluated them per element read: 81 per angle on this
+    chain, a third of a `Gimbal` chain's batched RNEA time (benchmarks/NOTES.md, thirtieth
+    session)."""
+    b = jd.ModelBuilder()
+    parent = "world"
+    for name in _TRIG_JOINTS:
+        b.add_body(
+            name, jd.SpatialInertia(1.0, [0.1, 0.0, 0.2], 0.1 * np.eye(3)), parent, make_joint(name)
+        )
+        parent = name
+    model = b.build()
+    batch, chunk = 16, 8
+    q = jnp.tile(model.neutral(), (batch, 1))  # the program's structure, not its values
+    v = jnp.zeros((batch, model.nv))
+    fn = jd.batched(jd.rnea, (None, 0, 0, 0), chunk_size=chunk, shard=False)
+    hlo = jd.jit(fn).lower(model, q, v, v).compile().as_text()
+    angles = sum(_TRIG_JOINTS.values())
+    per_angle = _trig_evaluations(hlo) / (angles * chunk)
+    assert 2 <= per_angle <= 20, per_angle
