@@ -11,7 +11,9 @@ should run at once, so there `batched` is `vmap`.
 
 With several local devices (GPUs, or CPU devices made with
 `XLA_FLAGS=--xla_force_host_platform_device_count=N`, one per core) the batch is also split
-across them with `shard_map`, so every core works on its share.
+across them with `shard_map`, so every core works on its share. The shared arguments (the
+model) enter the split as one vector per dtype, so that reverse mode sums their cotangents
+over the devices in one all-reduce rather than one per leaf.
 """
 
 from __future__ import annotations
@@ -99,13 +101,27 @@ def batched(
         with tangent_lanes_hint(jacfwd_lanes(_tracers(args, {}))):
             if mesh is None:
                 return local(*args)
-            specs = tuple(PartitionSpec("batch") if a == 0 else PartitionSpec() for a in axes)
+            # The shared arguments' floating leaves enter as one vector per dtype: reverse
+            # mode sums their cotangents over the devices (`psum`), and XLA:CPU's all-reduce
+            # costs ~0.1 ms per array it sums (g1's model has ~430 leaves; the gradient of
+            # batched `forward_dynamics` in the joints' parameters summed 270 arrays per call,
+            # 1.5 forward passes of its 4096 samples: benchmarks/NOTES.md, 31st session).
+            packed, rest, unpack = _pack_shared(args, axes)
+            mapped = tuple(x for x, a in zip(args, axes, strict=True) if a == 0)
+
+            def sharded(packed, rest, mapped):
+                return local(*unpack(packed, rest, mapped))
+
             # check_vma=False: `batch_last` binds primitives itself, without the `pvary` that
             # JAX's own wrappers insert where a per-shard value meets a replicated one; no
             # collectives.
             return jax.shard_map(
-                local, mesh=mesh, in_specs=specs, out_specs=PartitionSpec("batch"), check_vma=False
-            )(*args)
+                sharded,
+                mesh=mesh,
+                in_specs=(PartitionSpec(), PartitionSpec(), PartitionSpec("batch")),
+                out_specs=PartitionSpec("batch"),
+                check_vma=False,
+            )(packed, rest, mapped)
 
     wrapped = _traced_with_collections_deferred(wrapped)
     wrapped.__doc__ = f"Batched `{getattr(fn, '__name__', 'fn')}` (see `jointdyn.batched`)."
@@ -163,6 +179,50 @@ def _chunks_batch_last(fn: Callable, args: tuple, axes: tuple, size: int):
     # `lax.map` (a scan) the CSE barrier is not needed (JAX's advice for scan bodies), and
     # without it XLA fuses the recomputation better: panda aba gradient 6.2x -> 5.3x.
     return jax.tree.map(join, jax.lax.map(jax.checkpoint(one, prevent_cse=False), mapped))
+
+
+def _pack_shared(args: tuple, axes: tuple):
+    """`(packed, rest, unpack)`: the floating array leaves of the shared arguments (`axes`
+    None) concatenated into one flat vector per dtype (`packed`), their other leaves
+    (`rest`), and `unpack(packed, rest, mapped)`, the arguments again (`mapped`: the mapped
+    ones, in order), the leaves split out of `packed` (`jnp.split`, whose transpose is one
+    concatenation)."""
+    shared = [x if a is None else None for x, a in zip(args, axes, strict=True)]
+    leaves, treedef = jax.tree.flatten(shared)
+
+    def floating(x) -> bool:  # weak-typed leaves stay apart: packing would make them strong
+        return (
+            isinstance(x, jax.Array | np.ndarray)
+            and jnp.issubdtype(x.dtype, jnp.floating)
+            and not jax.typeof(x).weak_type
+        )
+
+    groups: dict = {}
+    for i, x in enumerate(leaves):
+        if floating(x):
+            # one vector per dtype and per trace: leaves of different traces (under
+            # `jax.grad`, those held by `stop_gradient` beside the differentiated ones) stay
+            # apart, so that a leaf without a tangent does not get one from its neighbours
+            key = (str(jnp.dtype(x.dtype)), id(getattr(x, "_trace", None)))
+            groups.setdefault(key, []).append(i)
+    shapes = [np.shape(x) for x in leaves]
+    packed = {
+        dt: jnp.concatenate([jnp.ravel(leaves[i]) for i in idx]) for dt, idx in groups.items()
+    }
+    rest = [x for i, x in enumerate(leaves) if not floating(x)]
+
+    def unpack(packed, rest, mapped):
+        out = [None] * len(leaves)
+        for dt, idx in groups.items():
+            cuts = np.cumsum([math.prod(shapes[i]) for i in idx])[:-1]
+            for i, piece in zip(idx, jnp.split(packed[dt], cuts), strict=True):
+                out[i] = piece.reshape(shapes[i])
+        it = iter(rest)
+        out = [next(it) if o is None else o for o in out]
+        full = jax.tree.unflatten(treedef, out)
+        return _fill(full, axes, mapped)
+
+    return packed, rest, unpack
 
 
 def _fill(args: tuple, axes: tuple, mapped) -> list:
