@@ -12,7 +12,9 @@ For each robot, float64 (`--dtype`), batch `--batch` (4096), the batch split ove
   (the analytic derivatives), and `jax.jacfwd(rnea, argnums=(1, 2, 3))` against
   `jd.rnea_derivatives` with `jd.crba` (`∂τ/∂v̇ = M`), per sample, paired ratio;
 - with `--wrt state`, the gradient in `(q, v, u)` only (trajectory optimisation's case),
-  `--wrt all,state` both;
+  `--wrt identification` in the model's inertias and joint parameters only (the other leaves
+  held by `stop_gradient`: identification's case, e.g. with `--algorithms
+  forward_dynamics`), `--wrt all,state` both;
 - with `--loss inside` (or `outside,inside`), the same loss taken per sample inside the
   batched function and summed (reverse mode then needs no forward loop for the output);
 - with `--generic`, the same gradient with `jd.differentiation_rules(False)` (op-by-op AD of
@@ -47,7 +49,8 @@ def _parse() -> argparse.Namespace:
     ap.add_argument(
         "--wrt",
         default="all",
-        help="comma list of gradient inputs: all = (model, q, v, u); state = (q, v, u)",
+        help="comma list of gradient inputs: all = (model, q, v, u); state = (q, v, u); "
+        "identification = the model's inertias and joint parameters",
     )
     ap.add_argument(
         "--loss",
@@ -117,7 +120,20 @@ def blocking(exe, args):
     return lambda: jax.block_until_ready(exe(*args))
 
 
-ARGNUMS = {"all": (0, 1, 2, 3), "state": (1, 2, 3)}
+ARGNUMS = {"all": (0, 1, 2, 3), "state": (1, 2, 3), "identification": (0,)}
+
+
+def identified(path: str) -> bool:
+    """The model leaves of `--wrt identification`: the bodies' inertias and the joints'
+    parameters (friction, damping, armature, stops, springs)."""
+    return path.startswith(".inertias") or ".params." in path
+
+
+def _held(model):
+    """`model` with every leaf but the `identified` ones held by `stop_gradient`."""
+    return jax.tree_util.tree_map_with_path(
+        lambda p, x: x if identified(jax.tree_util.keystr(p)) else jax.lax.stop_gradient(x), model
+    )
 
 
 def loss_grad(alg: str, wrt: str = "all", where: str = "outside"):
@@ -129,16 +145,19 @@ def loss_grad(alg: str, wrt: str = "all", where: str = "outside"):
         raise ValueError(f"--loss: expected outside or inside, got {where!r}")
     fn = getattr(jd, alg)
     fb = jd.batched(fn, (None, 0, 0, 0))
+    if wrt not in ARGNUMS:
+        raise ValueError(f"--wrt: expected one of {sorted(ARGNUMS)}, got {wrt!r}")
+    held = _held if wrt == "identification" else (lambda model: model)
     if where == "outside":
 
         def loss(model, q, v, u):
-            return jnp.sum(fb(model, q, v, u) ** 2)
+            return jnp.sum(fb(held(model), q, v, u) ** 2)
 
     else:
         per_sample = jd.batched(lambda m, q, v, u: jnp.sum(fn(m, q, v, u) ** 2), (None, 0, 0, 0))
 
         def loss(model, q, v, u):
-            return jnp.sum(per_sample(model, q, v, u))
+            return jnp.sum(per_sample(held(model), q, v, u))
 
     return fb, jax.grad(loss, argnums=ARGNUMS[wrt])
 
