@@ -30,6 +30,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ._autodiff import jacfwd_lanes, tangent_lanes_hint
 from ._batch_last import _axes, _mapped_size, batch_last
 from ._compile import _traced_with_collections_deferred, _tracers
+from ._packed import _concatenate, split_leaves
 
 CPU_CHUNK_SIZE = 32
 
@@ -183,44 +184,40 @@ def _chunks_batch_last(fn: Callable, args: tuple, axes: tuple, size: int):
 
 def _pack_shared(args: tuple, axes: tuple):
     """`(packed, rest, unpack)`: the floating array leaves of the shared arguments (`axes`
-    None) concatenated into one flat vector per dtype (`packed`), their other leaves
-    (`rest`), and `unpack(packed, rest, mapped)`, the arguments again (`mapped`: the mapped
-    ones, in order), the leaves split out of `packed` (`jnp.split`, whose transpose is one
-    concatenation)."""
+    None) joined into one flat vector per dtype (`packed`; `_packed._concatenate`), their
+    other leaves (`rest`), and `unpack(packed, rest, mapped)`, the arguments again
+    (`mapped`: the mapped ones, in order), the leaves split out of `packed`
+    (`_packed.split_leaves`, whose transpose is one concatenation)."""
     shared = [x if a is None else None for x, a in zip(args, axes, strict=True)]
     leaves, treedef = jax.tree.flatten(shared)
-
-    def floating(x) -> bool:  # weak-typed leaves stay apart: packing would make them strong
-        return (
+    groups: dict = {}  # (dtype, trace) → indices of the leaves joined in one vector
+    others = []  # indices of the leaves passed as they are
+    for i, x in enumerate(leaves):
+        # weak-typed leaves stay apart (packing would make them strong), and so do leaves of
+        # different traces (under `jax.grad`, those held by `stop_gradient` beside the
+        # differentiated ones), so that a leaf without a tangent does not get one
+        if (
             isinstance(x, jax.Array | np.ndarray)
             and jnp.issubdtype(x.dtype, jnp.floating)
             and not jax.typeof(x).weak_type
-        )
-
-    groups: dict = {}
-    for i, x in enumerate(leaves):
-        if floating(x):
-            # one vector per dtype and per trace: leaves of different traces (under
-            # `jax.grad`, those held by `stop_gradient` beside the differentiated ones) stay
-            # apart, so that a leaf without a tangent does not get one from its neighbours
-            key = (str(jnp.dtype(x.dtype)), id(getattr(x, "_trace", None)))
-            groups.setdefault(key, []).append(i)
-    shapes = [np.shape(x) for x in leaves]
+        ):
+            groups.setdefault((str(x.dtype), id(getattr(x, "_trace", None))), []).append(i)
+        else:
+            others.append(i)
     packed = {
-        dt: jnp.concatenate([jnp.ravel(leaves[i]) for i in idx]) for dt, idx in groups.items()
+        k: _concatenate([leaves[i] for i in idx], leaves[idx[0]].dtype) for k, idx in groups.items()
     }
-    rest = [x for i, x in enumerate(leaves) if not floating(x)]
+    rest = [leaves[i] for i in others]
 
     def unpack(packed, rest, mapped):
         out = [None] * len(leaves)
-        for dt, idx in groups.items():
-            cuts = np.cumsum([math.prod(shapes[i]) for i in idx])[:-1]
-            for i, piece in zip(idx, jnp.split(packed[dt], cuts), strict=True):
-                out[i] = piece.reshape(shapes[i])
-        it = iter(rest)
-        out = [next(it) if o is None else o for o in out]
-        full = jax.tree.unflatten(treedef, out)
-        return _fill(full, axes, mapped)
+        for k, idx in groups.items():
+            pieces = split_leaves(packed[k], [np.shape(leaves[i]) for i in idx])
+            for i, piece in zip(idx, pieces, strict=True):
+                out[i] = piece
+        for i, x in zip(others, rest, strict=True):
+            out[i] = x
+        return _fill(jax.tree.unflatten(treedef, out), axes, mapped)
 
     return packed, rest, unpack
 

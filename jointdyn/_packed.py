@@ -26,6 +26,7 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 
@@ -78,15 +79,21 @@ class PackedModel(eqx.Module):
 
 def _split(layout: PackLayout, theta: Array) -> list[Array]:
     """`theta`'s slices, one per leaf of `layout` (leading batch axes kept in front)."""
+    return split_leaves(theta, layout.shapes)
+
+
+def split_leaves(theta: Array, shapes) -> list[Array]:
+    """`theta`'s consecutive pieces along its last axis, reshaped to `shapes` (leading batch
+    axes kept in front): one `split`, whose transpose is one concatenation (slices transpose
+    to a padded copy of the whole vector per leaf, summed). Shared with `jd.batched`."""
     lead = theta.shape[:-1]
-    return [
-        jax.lax.slice_in_dim(theta, o, o + math.prod(s), axis=-1).reshape(lead + s)
-        for o, s in zip(layout.offsets, layout.shapes, strict=True)
-    ]
+    cuts = np.cumsum([math.prod(s) for s in shapes])[:-1]
+    pieces = jnp.split(theta, cuts, axis=-1)
+    return [x.reshape(lead + tuple(s)) for x, s in zip(pieces, shapes, strict=True)]
 
 
 def _concatenate(leaves: list[Array], dtype) -> Array:
-    """The leaves raveled, cast to `dtype` and joined."""
+    """The leaves raveled, cast to `dtype` and joined (the inverse of `split_leaves`)."""
     return jnp.concatenate([x.astype(dtype).reshape(-1) for x in leaves])
 
 
