@@ -38,14 +38,6 @@ class PackLayout:
     shapes: tuple[tuple[int, ...], ...]
 
     @property
-    def offsets(self) -> tuple[int, ...]:
-        out, n = [], 0
-        for s in self.shapes:
-            out.append(n)
-            n += math.prod(s)
-        return tuple(out)
-
-    @property
     def size(self) -> int:
         return sum(math.prod(s) for s in self.shapes)
 
@@ -62,7 +54,8 @@ class PackedModel(eqx.Module):
     layout: PackLayout = eqx.field(static=True)
 
     def unpack(self):
-        """The `Model`: leaf k is `theta[offsets[k] : offsets[k] + size_k].reshape(shape_k)`.
+        """The `Model`: leaf k is the k-th consecutive piece of `theta`, `size_k` long, reshaped
+        to `shape_k` (`split_leaves`).
 
         Inside a trace the slices are static and XLA reads them in place. `theta` may carry
         leading batch axes (a batch of models): each leaf keeps them in front.
