@@ -19,12 +19,13 @@ The functions under test are `FUNCTIONS` (extend it when a rule is added). For e
 6. `jd.batched` split over two devices: in `test_batching.test_batched_shards_over_devices`
    (a subprocess with two CPU devices).
 
-Compiling gradients of the dynamics takes seconds, so every program is compiled once (module
-caches, fresh closures traced inside the rules switch: a function object traced before keeps
-its trace whatever the switch says) at XLA's lowest backend optimisation level (numbers are
-the same program's; only the compile is faster). Every case of `FUNCTIONS` is compared, with
-no check first that the rules change its program: every function there has a rule (`aba`'s,
-or the pose rule inside the kinematics), and that check cost ~10 s of tracing per case.
+Compiling gradients of the dynamics takes seconds, and these checks are about the rules'
+arithmetic, which is the traced program's: every program here is traced once (module caches,
+fresh closures traced inside the rules switch: a function object traced before keeps its trace
+whatever the switch says) and evaluated by NumPy (`numpy_eval`), the rules on and off alike;
+the compiled rules are item 5's. Every case of `FUNCTIONS` is compared, with no check first
+that the rules change its program: every function there has a rule (`aba`'s, or the pose rule
+inside the kinematics), and that check cost ~10 s of tracing per case.
 """
 
 from __future__ import annotations
@@ -63,13 +64,13 @@ WITH_RULES = ["aba", "forward_dynamics"]
 
 
 # --------------------------------------------------------------------------------------------
-# set-up: models with passive forces, well-conditioned states, compiled programs
+# set-up: models with passive forces, well-conditioned states, programs
 
 
 def _compile(fn, args):
-    """`jax.jit(fn)` compiled for `args` (the rules on: the references, rules off, are
-    `_reference_eval`'s). `fn` must be a fresh function object (a function traced before keeps
-    its cached trace)."""
+    """`jax.jit(fn)` compiled for `args` (rules on; for the compositions with `jit`, `vmap`,
+    `jd.batched`, `scan` of `test_gradients_composition.py`). `fn` must be a fresh function
+    object (a function traced before keeps its cached trace)."""
     return jax.jit(fn).lower(*args).compile()
 
 
@@ -237,11 +238,15 @@ def _free_programs():
 
 
 def _rules_on(model_name: str, name: str):
-    """Compiled `_rules_program` (rules on) for this model, cached."""
+    """`_rules_program` (rules on) for this model, traced once and evaluated by NumPy
+    (`numpy_jit`), cached. This module checks the rules' arithmetic, which is the traced
+    program's (XLA compiles that program as it is): evaluating it by NumPy saves a compile per
+    case. Compiled, under `jit`, `vmap`, `jd.batched` and `scan`, the rules are checked in
+    `test_gradients_composition.py`."""
     key = ("on", model_name, name)
     if key not in _COMPILED:
         model, (q, v, u, f), w = _setup(model_name)
-        _COMPILED[key] = _compile(_rules_program(name), (model, q, v, u, f, w[name]))
+        _COMPILED[key] = numpy_jit(_rules_program(name))
     return _COMPILED[key]
 
 
@@ -414,7 +419,7 @@ def test_rnea_jacfwd_takes_the_jacobians(monkeypatch):
     assert uses_jacobians(jax.jacfwd(rnea, argnums=(0, 1, 2)))
     assert not uses_jacobians(jax.grad(lambda *x: jnp.sum(rnea(*x)), argnums=(0, 1, 2)))
     assert not uses_jacobians(lambda q, v, a: jax.jvp(rnea, (q, v, a), (q, v, a)))
-    M = jax.jit(jax.jacfwd(rnea, argnums=2))(q, v, a)
+    M = numpy_eval(jax.jacfwd(rnea, argnums=2), q, v, a)
     np.testing.assert_allclose(M, jd.crba(model, q), rtol=1e-12, atol=1e-12)
 
 
@@ -480,8 +485,8 @@ def test_many_tangents_with_composite_unit_vectors():
     def jac():  # in q (the ambient-to-tangent split); a fresh function: one traced keeps its trace
         return jax.jacfwd(lambda *a: jd.aba(model, *a))
 
-    # each traced once, called at both points; the reference evaluated by NumPy (`numpy_eval`)
-    with_rules, without = jax.jit(jac()), numpy_jit(jac())
+    # each traced once, called at both points, evaluated by NumPy (`numpy_jit`)
+    with_rules, without = numpy_jit(jac()), numpy_jit(jac())
     for q in (unit, drifted):
         got = with_rules(q, v, u)
         with jd.differentiation_rules(False):
@@ -566,7 +571,7 @@ def test_jvp_matches_finite_differences(name):
     model, (q, v, u, f), _ = _setup("tree")
     labels, directions = _directions(model, np.random.default_rng(3))
     args = (model, q, v, u, f, directions)
-    jvp = np.asarray(_compile(_jvp_program(name), args)(*args))
+    jvp = np.asarray(numpy_eval(_jvp_program(name), *args))  # the rules' tangent, by NumPy
     fd = np.asarray(numpy_eval(_fd_program(name, 1e-6), *args))  # no derivative: NumPy
     assert np.all(np.isfinite(jvp)), [
         lab for lab, x in zip(labels, jvp, strict=True) if not np.isfinite(x).all()
@@ -696,7 +701,7 @@ def test_hessian_matches_finite_differences_and_autodiff():
     def off(x):  # forward over forward: the same Hessian, faster to compile op by op
         return jax.jacfwd(jax.jacfwd(make_loss()))(x)
 
-    H = _compile(on, (x0,))(x0)
+    H = numpy_eval(on, x0)
     H_fd = numpy_eval(fd, x0)
     H_off = _reference_eval(off, (x0,))
     scale = float(np.abs(H_off).max())
