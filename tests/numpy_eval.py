@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 
+import equinox as eqx
 import jax
 import numpy as np
 import scipy.linalg
@@ -28,6 +29,20 @@ from jax.extend import core as jcore
 def numpy_eval(fn, *args):
     """`fn(*args)` (a pytree of NumPy arrays) from `fn`'s jaxpr evaluated by NumPy."""
     return _evaluate(*_trace(fn, args), args)
+
+
+def numpy_call(fn, *args, **kwargs):
+    """`fn(*args, **kwargs)` evaluated by NumPy: the array leaves of the arguments traced, the
+    rest (strings, Python numbers, static fields) passed as they are, as `jax.jit` would with
+    them static. For a library function called once by a test (`jd.step_derivatives(...)`),
+    where a direct call would compile it."""
+    dynamic, static = eqx.partition((args, kwargs), eqx.is_array)
+
+    def call(dynamic):
+        a, k = eqx.combine(dynamic, static)
+        return fn(*a, **k)
+
+    return numpy_eval(call, dynamic)
 
 
 def numpy_jit(fn):

@@ -2,7 +2,11 @@
 `Fu`) against central finite differences of `jd.step` (every integrator; a tree with a joint
 of every class and every passive force; ground contact; `f_ext`), against Pinocchio
 (`computeABADerivatives` + `dIntegrate`) on panda and on a floating robot, under `vmap`
-(what `jd.batched` maps), finite at zero velocity and identity, and `ValueError` for bad input."""
+(what `jd.batched` maps), finite at zero velocity and identity, and `ValueError` for bad input.
+
+The checks of values evaluate `step_derivatives`' traced program by NumPy (`numpy_call`): the
+arithmetic under test is the program's, and each compile takes seconds; the `vmap` test
+compiles it (`jd.jit`) and compares with that evaluation."""
 
 import equinox as eqx
 import jax
@@ -11,7 +15,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 from helpers import np_skew
-from numpy_eval import numpy_eval, numpy_jit
+from numpy_eval import numpy_call, numpy_eval, numpy_jit
 from robots import load_jointdyn, load_pinocchio, q_to_pinocchio, v_to_pinocchio_matrix
 from trees import random_inertia, random_rotation, random_tree
 
@@ -148,7 +152,7 @@ def test_matches_finite_differences(tree, small_tree, integrator, with_contact):
         contact = ground_under(tree, q, "b2")
         assert float(jnp.abs(jd.contact_forces(tree, contact, q, v)).max()) > 1.0  # it pushes
     kw = dict(integrator=integrator, contact=contact, f_ext=f_ext)
-    sd = jd.step_derivatives(tree, q, v, tau, DT, **kw)
+    sd = numpy_call(jd.step_derivatives, tree, q, v, tau, DT, **kw)  # by NumPy, not compiled
     q1, v1, fx, fu = fd_step(tree, q, v, tau, DT, integrator, contact, f_ext)
     np.testing.assert_allclose(sd.q, q1, rtol=0, atol=1e-12)
     np.testing.assert_allclose(sd.v, v1, rtol=0, atol=1e-12)
@@ -182,7 +186,7 @@ def test_contact_derivatives_match_autodiff():
     Composite, Free) and five spheres, four of them pushed into the ground, on bodies at
     several depths."""
     bodies = [3, 7, 13, 13, 10]
-    analytic = jax.jit(contact_joint_force_derivatives)
+    analytic = numpy_jit(contact_joint_force_derivatives)  # evaluated by NumPy, not compiled
     for seed in range(2):
         m = random_tree(seed, nbodies=14, topology_seed=0)
         k = jax.random.split(jax.random.PRNGKey(seed), 4)
@@ -236,7 +240,7 @@ def _pinocchio_euler(pmodel, q_pin, v_pin, tau_pin, D, dt):
 def test_matches_pinocchio_panda():
     model, pmodel = load_jointdyn("panda"), load_pinocchio("panda")
     q, v, tau, _ = random_state(model, 2)
-    sd = jd.step_derivatives(model, q, v, tau, DT)
+    sd = numpy_call(jd.step_derivatives, model, q, v, tau, DT)
     T = v_to_pinocchio_matrix(model, pmodel, q)  # a permutation for panda
     D = T @ np.diag(np.asarray(model._joint_param("damping"))) @ T.T
     q_pin = q_to_pinocchio(model, pmodel, q)
@@ -262,7 +266,7 @@ def test_matches_pinocchio_floating_base():
     model, pmodel = load_jointdyn("solo12"), load_pinocchio("solo12")
     nv = model.nv
     q, v, tau, _ = random_state(model, 3)
-    sd = jd.step_derivatives(model, q, v, tau, DT)
+    sd = numpy_call(jd.step_derivatives, model, q, v, tau, DT)
     base = model.v_slice("root_joint")
     assert (base.start, base.stop) == (0, 6)
     R = np.asarray(quat_to_rotmat(q[:4]))
@@ -334,7 +338,7 @@ def test_finite_at_identity_and_zero_velocity(rotations, integrator):
     q, zero = m.neutral(), jnp.zeros(m.nv)
     weightless = eqx.tree_at(lambda x: x.gravity, m, jnp.zeros(3))
     for model in (m, weightless):
-        sd = jd.step_derivatives(model, q, zero, zero, DT, integrator=integrator)
+        sd = numpy_call(jd.step_derivatives, model, q, zero, zero, DT, integrator=integrator)
         assert np.isfinite(np.asarray(sd.fx)).all() and np.isfinite(np.asarray(sd.fu)).all()
         _, _, fx, fu = fd_step(model, q, zero, zero, DT, integrator)
         assert_matches(sd, fx, fu, 1e-7, f"at rest, {integrator}")
@@ -354,7 +358,7 @@ def test_vmap_over_a_horizon(rotations):
 
     by_vmap = jd.jit(jax.vmap(one))(qs, vs, taus)  # jd.batched is vmap (plus devices)
     for k in range(4):
-        ref = jd.step_derivatives(m, qs[k], vs[k], taus[k], DT)
+        ref = numpy_call(jd.step_derivatives, m, qs[k], vs[k], taus[k], DT)  # by NumPy
         for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(by_vmap), strict=True):
             np.testing.assert_allclose(b[k], a, rtol=0, atol=1e-12)
     assert by_vmap.fx.shape == (4, 2 * m.nv, 2 * m.nv) and by_vmap.fu.shape == (4, 2 * m.nv, m.nv)
