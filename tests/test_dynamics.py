@@ -1,10 +1,14 @@
-"""Identities of the dynamics algorithms on random trees built from every joint class."""
+"""Identities of the dynamics algorithms on random trees built from every joint class.
+
+The values are the algorithms' traced programs evaluated by NumPy (`numpy_call`,
+`numpy_jit`): what is checked is their arithmetic, and a compile per program would take most of
+the module's time. `test_jit_vmap_dtype` and `test_algorithms_inline_when_traced` compile."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpy_eval import central_differences, numpy_eval
+from numpy_eval import central_differences, numpy_call, numpy_eval, numpy_jit
 from trees import random_tree
 
 import jointdyn as jd
@@ -31,14 +35,12 @@ def model(request):
 
 
 @pytest.fixture(scope="module")
-def jitted():
-    """The algorithms, jitted: jointdyn's own functions run jitted when called on arrays, and
-    share their compiled programs with the direct calls below (a `jax.jit` of its own would
-    compile each program a second time)."""
-    return dict(aba=jd.aba, rnea=jd.rnea, crba=jd.crba)
+def alg():
+    """The algorithms, each traced once per argument structure and evaluated by NumPy."""
+    return dict(aba=numpy_jit(jd.aba), rnea=numpy_jit(jd.rnea), crba=numpy_jit(jd.crba))
 
 
-@jax.jit
+@numpy_jit
 def pose_rates(model, q, v):
     """World poses of every body and frame along the motion `q ⊕ s v` at `s = 0`, and their
     rates (forward-mode autodiff): `(R_B, p_B, R_F, p_F), (dR_B, dp_B, dR_F, dp_F)`. One
@@ -51,17 +53,17 @@ def pose_rates(model, q, v):
     return jax.jvp(poses, (0.0,), (1.0,))
 
 
-def test_rnea_inverts_aba(model, jitted):
+def test_rnea_inverts_aba(model, alg):
     q, v, _, tau, f = state(model, 3)
-    qdd = jitted["aba"](model, q, v, tau, f)
-    np.testing.assert_allclose(jitted["rnea"](model, q, v, qdd, f), tau, rtol=1e-9, atol=1e-8)
-    qdd0 = jitted["aba"](model, q, v, tau)
-    np.testing.assert_allclose(jitted["rnea"](model, q, v, qdd0), tau, rtol=1e-9, atol=1e-8)
+    qdd = alg["aba"](model, q, v, tau, f)
+    np.testing.assert_allclose(alg["rnea"](model, q, v, qdd, f), tau, rtol=1e-9, atol=1e-8)
+    qdd0 = alg["aba"](model, q, v, tau)
+    np.testing.assert_allclose(alg["rnea"](model, q, v, qdd0), tau, rtol=1e-9, atol=1e-8)
 
 
-def test_crba_is_jacobian_of_rnea(model, jitted):
+def test_crba_is_jacobian_of_rnea(model, alg):
     q, v, a, _, _ = state(model, 4)
-    M = jitted["crba"](model, q)
+    M = alg["crba"](model, q)
     with jd.differentiation_rules(False):  # on, jacfwd in v̇ would take crba's own M
         J = numpy_eval(jax.jacfwd(lambda x: jd.rnea(model, q, v, x)), a)  # by NumPy
     np.testing.assert_allclose(M, J, rtol=1e-9, atol=1e-9)
@@ -69,63 +71,61 @@ def test_crba_is_jacobian_of_rnea(model, jitted):
     assert np.linalg.eigvalsh(np.asarray(M)).min() > 0
 
 
-def test_aba_is_inverse_mass_matrix(model, jitted):
+def test_aba_is_inverse_mass_matrix(model, alg):
     q, v, _, tau, _ = state(model, 5)
-    M = jitted["crba"](model, q)
-    b = jd.bias_forces(model, q, v)
+    M = alg["crba"](model, q)
+    b = numpy_call(jd.bias_forces, model, q, v)
     np.testing.assert_allclose(
-        jitted["aba"](model, q, v, tau), jnp.linalg.solve(M, tau - b), rtol=1e-8, atol=1e-8
+        alg["aba"](model, q, v, tau), np.linalg.solve(M, tau - b), rtol=1e-8, atol=1e-8
     )
 
 
-def test_energy_and_gravity(model, jitted):
+def test_energy_and_gravity(model, alg):
     q, v, _, _, _ = state(model, 6)
-    M = jitted["crba"](model, q)
+    M = alg["crba"](model, q)
     np.testing.assert_allclose(
-        jd.kinetic_energy(model, q, v), 0.5 * v @ M @ v, rtol=1e-10, atol=1e-12
+        numpy_call(jd.kinetic_energy, model, q, v), 0.5 * v @ M @ v, rtol=1e-10, atol=1e-12
     )
     z = jnp.zeros(model.nv)
     # gravity forces are the gradient of the potential energy along each joint's motion
-    dU = jax.jit(jax.grad(lambda d: jd.potential_energy(model, model.integrate(q, d))))(z)
-    np.testing.assert_allclose(jd.gravity_forces(model, q), dU, rtol=1e-8, atol=1e-8)
+    dU = numpy_eval(jax.grad(lambda d: jd.potential_energy(model, model.integrate(q, d))), z)
+    np.testing.assert_allclose(numpy_call(jd.gravity_forces, model, q), dU, rtol=1e-8, atol=1e-8)
 
 
 def test_power_balance(model):
     """d/dt (T + U) = tau · v along the motion given by aba."""
     q, v, _, tau, _ = state(model, 7)
-    qdd = jd.aba(model, q, v, tau)
+    qdd = numpy_call(jd.aba, model, q, v, tau)
 
     def energy(s):
         qs = model.integrate(q, s * v)
         return jd.kinetic_energy(model, qs, v + s * qdd) + jd.potential_energy(model, qs)
 
-    np.testing.assert_allclose(jax.jit(jax.jacfwd(energy))(0.0), tau @ v, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(numpy_eval(jax.jacfwd(energy), 0.0), tau @ v, rtol=1e-8, atol=1e-8)
 
 
-def test_external_forces_consistent(model, jitted):
+def test_external_forces_consistent(model, alg):
     """rnea(f) = rnea(0) − Σ J_bᵀ F_b with world-aligned body Jacobians; aba agrees; so does
     the simulator's `Σ J_bᵀ F_b` of contact forces (`external_joint_forces`)."""
     q, v, a, tau, f = state(model, 8)
-    J = jd.body_jacobians(model, q)
-    JtF = jnp.einsum("bxk,bx->k", J, f)
-    got = jax.jit(external_joint_forces)(model, q, f)
+    J = numpy_call(jd.body_jacobians, model, q)
+    JtF = np.einsum("bxk,bx->k", J, f)
+    got = numpy_call(external_joint_forces, model, q, f)
     np.testing.assert_allclose(got, JtF, rtol=1e-9, atol=1e-9 * float(jnp.abs(JtF).max()))
-    expected = jitted["rnea"](model, q, v, a) - JtF
-    np.testing.assert_allclose(jitted["rnea"](model, q, v, a, f), expected, rtol=1e-9, atol=1e-9)
-    M = jitted["crba"](model, q)
-    b = jd.bias_forces(model, q, v)
-    expected_qdd = jnp.linalg.solve(M, tau - b + jnp.einsum("bxk,bx->k", J, f))
-    np.testing.assert_allclose(
-        jitted["aba"](model, q, v, tau, f), expected_qdd, rtol=1e-8, atol=1e-8
-    )
+    expected = alg["rnea"](model, q, v, a) - JtF
+    np.testing.assert_allclose(alg["rnea"](model, q, v, a, f), expected, rtol=1e-9, atol=1e-9)
+    M = alg["crba"](model, q)
+    b = numpy_call(jd.bias_forces, model, q, v)
+    expected_qdd = np.linalg.solve(M, tau - b + np.einsum("bxk,bx->k", J, f))
+    np.testing.assert_allclose(alg["aba"](model, q, v, tau, f), expected_qdd, rtol=1e-8, atol=1e-8)
 
 
 def test_kinematics_derivatives(model):
     """V_WB = J v = d/dt X_WB; A_WB = d/dt V_WB along the motion."""
     q, v, a, _, _ = state(model, 9)
-    kin = jd.forward_kinematics(model, q, v, a)
-    J = jd.body_jacobians(model, q)
-    np.testing.assert_allclose(jnp.einsum("bxk,k->bx", J, v), kin.V_WB, rtol=0, atol=1e-10)
+    kin = numpy_call(jd.forward_kinematics, model, q, v, a)
+    J = numpy_call(jd.body_jacobians, model, q)
+    np.testing.assert_allclose(np.einsum("bxk,k->bx", J, v), kin.V_WB, rtol=0, atol=1e-10)
 
     (R, _, _, _), (dR, dp, _, _) = jax.tree.map(np.asarray, pose_rates(model, q, v))
     W = dR @ np.swapaxes(R, 1, 2)
@@ -137,12 +137,12 @@ def test_kinematics_derivatives(model):
             model, model.integrate(q, s * v + 0.5 * s**2 * a), v + s * a
         ).V_WB
 
-    np.testing.assert_allclose(jax.jit(jax.jacfwd(vel))(0.0), kin.A_WB, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(numpy_eval(jax.jacfwd(vel), 0.0), kin.A_WB, rtol=0, atol=1e-8)
 
 
 def test_frame_jacobian(model):
     q, v, _, _, _ = state(model, 10)
-    J = jd.jacobian(model, q, "tool")
+    J = numpy_call(jd.jacobian, model, q, "tool")
 
     k = model.frame_index("tool")
     (_, _, R, _), (_, _, dR, dp) = jax.tree.map(np.asarray, pose_rates(model, q, v))
@@ -152,8 +152,8 @@ def test_frame_jacobian(model):
     np.testing.assert_allclose(J @ v, V, rtol=0, atol=1e-9)
     # a body name is a frame too
     np.testing.assert_allclose(
-        jd.jacobian(model, q, model.body_names[3]),
-        jd.body_jacobians(model, q)[3],
+        numpy_call(jd.jacobian, model, q, model.body_names[3]),
+        numpy_call(jd.body_jacobians, model, q)[3],
         rtol=0,
         atol=1e-12,
     )
@@ -182,14 +182,14 @@ def test_com_and_momentum(model):
         orbit = np.sum(mass[:, None] * np.cross(c_i - c, dc_i), 0)
         return np.concatenate([spin + orbit, float(m) * dc])
 
-    h = jd.centroidal_momentum(model, q, v)
+    h = numpy_call(jd.centroidal_momentum, model, q, v)
     np.testing.assert_allclose(h, reference(q, v), rtol=1e-9, atol=1e-9)
     # the root is a Free joint, v = [w; ṗ] in the world: adding u to ṗ adds u to every
     # body's velocity (no rotation), so l gains m u and k_G does not change
     assert isinstance(model.joints[0], jd.Free)
     u = jnp.array([0.7, -1.3, 0.4])
     root = model.v_slice("root_joint")
-    h_u = jd.centroidal_momentum(model, q, v.at[root.start + 3 : root.start + 6].add(u))
+    h_u = numpy_call(jd.centroidal_momentum, model, q, v.at[root.start + 3 : root.start + 6].add(u))
     np.testing.assert_allclose(h_u[:3], h[:3], rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(h_u[3:], h[3:] + m * u, rtol=1e-9, atol=1e-9)
 
@@ -219,11 +219,14 @@ def test_forward_dynamics_adds_passive_forces():
     # (spring 100, damper 1), which only ever pushes back in
     expected = np.array([-0.7 * v[0] - 0.1 * np.sign(v[0]), min(0.0, -100.0 * 0.15 - v[1])])
     assert expected[1] < 0
-    np.testing.assert_allclose(jd.joint_forces(m, q, v), expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        numpy_call(jd.joint_forces, m, q, v), expected, rtol=1e-12, atol=1e-12
+    )
     # forward_dynamics moves the model under tau and those forces: inverse dynamics gives back
     # their sum
-    vdot = jd.forward_dynamics(m, q, v, tau)
-    np.testing.assert_allclose(jd.rnea(m, q, v, vdot), tau + expected, rtol=1e-10, atol=1e-10)
+    vdot = numpy_call(jd.forward_dynamics, m, q, v, tau)
+    back = numpy_call(jd.rnea, m, q, v, vdot)
+    np.testing.assert_allclose(back, tau + expected, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
@@ -250,7 +253,7 @@ def test_aba_gradients_match_finite_differences():
         return jd.aba(model, model.integrate(q, dq), v, tau) @ w
 
     z = jnp.zeros(model.nv)
-    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(z, v, tau)
+    grads = numpy_eval(jax.grad(loss, argnums=(0, 1, 2)), z, v, tau)
     # Three random directions per argument, each alone (zero in the other two).
     rng = np.random.default_rng(0)
     d = np.zeros((3, 3, 3, model.nv))  # (argument, direction, argument moved, entry)
@@ -282,7 +285,7 @@ def test_gradient_wrt_model_parameters():
         return jnp.sum(jd.aba(m, q, v, tau) ** 2)
 
     mass, gravity = np.asarray(model.inertias.mass), np.asarray(model.gravity)
-    gm, gg = jax.jit(jax.grad(loss, argnums=(0, 1)))(mass, gravity)
+    gm, gg = numpy_eval(jax.grad(loss, argnums=(0, 1)), mass, gravity)
     n = len(mass)  # the flat vector [mass; gravity], moved along mass[2] and gravity[2]
     fd = central_differences(
         lambda x: loss(x[:n], x[n:]),
@@ -317,7 +320,7 @@ def test_joint_forces_are_each_joints_passive_force():
         stop_damping=rng.uniform(0.1, 1.0, model.nq),
     )
 
-    @jax.jit
+    @numpy_jit  # traced once (both models have one structure), evaluated by NumPy
     def both(model, q, v):
         own = [
             j.passive_force(q[oq : oq + j.nq], v[ov : ov + j.nv])
@@ -357,8 +360,8 @@ def test_no_nan_gradients_at_neutral_and_zero_velocity():
     def along(dq, v):
         return total(model.integrate(q, dq), v)
 
-    for g in jax.jit(jax.grad(along, argnums=(0, 1)))(z, z):
-        assert jnp.all(jnp.isfinite(g))
+    for g in numpy_eval(jax.grad(along, argnums=(0, 1)), z, z):
+        assert np.all(np.isfinite(g))
 
 
 def test_bad_shapes_raise():
