@@ -47,17 +47,22 @@ def numpy_call(fn, *args, **kwargs):
 
 def numpy_jit(fn):
     """`fn` traced once per structure, shapes and dtypes of its arguments (as `jax.jit`
-    caches: what `fn` closes over is read at the first trace), then evaluated by NumPy."""
+    caches: what `fn` closes over is read at the first trace), then evaluated by NumPy.
+    `wrapped.jaxpr(*args)` is the (closed) jaxpr it evaluates for such arguments."""
     cache: dict = {}
 
-    @functools.wraps(fn)
-    def wrapped(*args):
+    def traced(args):
         leaves, treedef = jax.tree.flatten(args)
         key = (treedef, tuple((np.shape(x), str(getattr(x, "dtype", type(x)))) for x in leaves))
         if key not in cache:
             cache[key] = _trace(fn, args)
-        return _evaluate(*cache[key], args)
+        return cache[key]
 
+    @functools.wraps(fn)
+    def wrapped(*args):
+        return _evaluate(*traced(args), args)
+
+    wrapped.jaxpr = lambda *args: traced(args)[0]
     return wrapped
 
 

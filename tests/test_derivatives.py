@@ -1,7 +1,11 @@
 """`aba_derivatives` and `rnea_derivatives` (analytic): against Pinocchio's analytic
 derivatives on fixed-base robots, against automatic differentiation of `aba` and `rnea` on
 floating-base robots and on random trees of every joint class, and against finite
-differences."""
+differences.
+
+Values are the traced programs evaluated by NumPy (`numpy_call`, `numpy_jit`): the arithmetic
+is what is checked, and a compile per program would take most of the module's time;
+`test_derivatives_jit_vmap_float32` compiles."""
 
 import functools
 import re
@@ -11,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import JOINT_NAMES, make_joint, np_state
-from numpy_eval import numpy_jit
+from numpy_eval import numpy_call, numpy_jit
 from robots import load_jointdyn, load_pinocchio, q_to_pinocchio, v_to_pinocchio_matrix
 from trees import random_tree
 
@@ -31,7 +35,7 @@ def state(model, seed):
 
 
 #: One random tree with a joint of every class (a Free root and the 13 classes of
-#: `trees.every_joint`), shared by the tests below so that they share compiled programs.
+#: `trees.every_joint`), shared by the tests below so that they share traced programs.
 NBODIES = 14
 
 
@@ -40,21 +44,16 @@ def tree(seed: int = 3):
     return random_tree(seed, nbodies=NBODIES)
 
 
-@functools.cache
-def _traced_aba_derivatives():
-    """`jax.jit(jd.aba_derivatives)` for `tree()` without `f_ext`, traced once: its jaxpr (for
-    the LAPACK check) and its compiled program (for every test that calls it)."""
-    model = tree()
-    q, v, _, tau, _ = state(model, 0)
-    traced = jax.jit(jd.aba_derivatives).trace(model, q, v, tau)
-    return traced.jaxpr, traced.lower().compile()
+#: `jd.aba_derivatives` without `f_ext`, traced once per model structure (its jaxpr: the LAPACK
+#: check) and evaluated by NumPy.
+_aba_derivatives = numpy_jit(jd.aba_derivatives)
 
 
 def aba_derivatives(model, q, v, tau, f_ext=None):
-    """`jd.aba_derivatives`; on `tree()` without `f_ext`, the program traced for the jaxpr."""
-    if f_ext is None and model is tree():
-        return _traced_aba_derivatives()[1](model, q, v, tau)
-    return jd.aba_derivatives(model, q, v, tau, f_ext)
+    """`jd.aba_derivatives`, evaluated by NumPy."""
+    if f_ext is None:
+        return _aba_derivatives(model, q, v, tau)
+    return numpy_call(jd.aba_derivatives, model, q, v, tau, f_ext)
 
 
 @numpy_jit
@@ -107,7 +106,7 @@ def test_aba_derivatives_match_autodiff_on_every_joint_class(with_f_ext):
         (d.dvdot_dq, d.dvdot_dv, d.dvdot_dtau), ref, ("d/dq", "d/dv", "d/dtau"), strict=True
     ):
         assert_close(got, want, 1e-8, what)
-    assert_close(d.dvdot_dtau @ jd.crba(model, q), np.eye(model.nv), 1e-9, "M⁻¹ M")
+    assert_close(d.dvdot_dtau @ numpy_call(jd.crba, model, q), np.eye(model.nv), 1e-9, "M⁻¹ M")
 
 
 @pytest.mark.parametrize("seed", [3, 5])
@@ -118,7 +117,7 @@ def test_rnea_derivatives_match_autodiff_on_every_joint_class(seed, with_f_ext):
     q, v, a, _, f = state(model, seed)
     f_ext = f if with_f_ext else None
     ref_q, ref_v = autodiff_rnea(model, q, v, a, f if with_f_ext else jnp.zeros_like(f))
-    dq, dv = jd.rnea_derivatives(model, q, v, a, f_ext)
+    dq, dv = numpy_call(jd.rnea_derivatives, model, q, v, a, f_ext)
     assert_close(dq, ref_q, 1e-10, "d tau / dq")
     assert_close(dv, ref_v, 1e-10, "d tau / dv")
 
@@ -126,7 +125,7 @@ def test_rnea_derivatives_match_autodiff_on_every_joint_class(seed, with_f_ext):
 def test_rnea_derivatives_match_finite_differences():
     model = tree(5)
     q, v, a, _, f = state(model, 2)
-    dq, dv = jd.rnea_derivatives(model, q, v, a, f)
+    dq, dv = numpy_call(jd.rnea_derivatives, model, q, v, a, f)
     eps = 1e-6
 
     @numpy_jit  # evaluated by NumPy (`numpy_eval`), not compiled
@@ -188,7 +187,7 @@ def test_aba_derivatives_match_pinocchio_fixed_base(name):
     data = pmodel.createData()
     pin.computeABADerivatives(pmodel, data, q_pin, v_pin, tau_pin)
     Minv = np.triu(data.Minv) + np.triu(data.Minv, 1).T
-    d = jd.aba_derivatives(model, q, v, tau)
+    d = aba_derivatives(model, q, v, tau)
     assert_close(P @ d.vdot, data.ddq, 1e-9, f"{name} vdot")
     assert_close(P @ d.dvdot_dq @ P.T, data.ddq_dq, 1e-9, f"{name} d vdot / dq")
     assert_close(P @ d.dvdot_dv @ P.T, data.ddq_dv, 1e-9, f"{name} d vdot / dv")
@@ -196,7 +195,7 @@ def test_aba_derivatives_match_pinocchio_fixed_base(name):
 
     a_pin = P @ np.asarray(a)
     pin.computeRNEADerivatives(pmodel, data, q_pin, v_pin, a_pin)
-    dq, dv = jd.rnea_derivatives(model, q, v, a)
+    dq, dv = numpy_call(jd.rnea_derivatives, model, q, v, a)
     assert_close(P @ dq @ P.T, data.dtau_dq, 1e-9, f"{name} d tau / dq")
     assert_close(P @ dv @ P.T, data.dtau_dv, 1e-9, f"{name} d tau / dv")
 
@@ -205,7 +204,7 @@ def test_aba_derivatives_match_pinocchio_fixed_base(name):
 def test_aba_derivatives_match_autodiff_floating_base(name):
     model = load_jointdyn(name)
     q, v, _, tau, f = state(model, 12)
-    d = jd.aba_derivatives(model, q, v, tau, f)
+    d = aba_derivatives(model, q, v, tau, f)
     _, ref = autodiff_aba(model, q, v, tau, f)
     for got, want, what in zip(
         (d.dvdot_dq, d.dvdot_dv, d.dvdot_dtau), ref, "q v tau".split(), strict=True
@@ -231,7 +230,7 @@ def test_constant_hinge_flag_matches_own_terms(name):
     joint = make_joint(name)
     rng = np.random.default_rng(0)
     q, _, v = np_state(joint, rng)[:3]
-    dH, dc_q, dc_v = jax.jit(_own_partials_at_F)(joint, jnp.asarray(q), jnp.asarray(v))
+    dH, dc_q, dc_v = numpy_call(_own_partials_at_F, joint, jnp.asarray(q), jnp.asarray(v))
     vanish = all(np.allclose(np.asarray(x), 0.0, atol=1e-12) for x in (dH, dc_q, dc_v))
     assert joint.constant_hinge_at_F == vanish
 
@@ -241,11 +240,11 @@ def test_aba_derivatives_call_no_lapack():
     several XLA CPU device threads at once, can deadlock; see `jd.batched`)."""
     model = tree()
     q, v, _, tau, _ = state(model, 0)
-    jaxpr = str(_traced_aba_derivatives()[0])  # traced at this model and state
+    jaxpr = str(_aba_derivatives.jaxpr(model, q, v, tau))  # the program evaluated below
     lapack = re.findall(
         r"= (cholesky|triangular_solve|lu|lu_pivots_to_permutation|eigh|qr)\b", jaxpr
     )
     assert not lapack, lapack
     d = aba_derivatives(model, q, v, tau)
-    M = jd.crba(model, q)
+    M = numpy_call(jd.crba, model, q)
     np.testing.assert_allclose(d.dvdot_dtau @ M, np.eye(model.nv), rtol=0, atol=1e-10)
