@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pinocchio as pin
 import pytest
+from numpy_eval import numpy_jit
 from robots import (
     ROBOTS,
     load_jointdyn,
@@ -48,10 +49,13 @@ def _sampled_frames(model):
     return names[:: max(1, len(names) // 5)]
 
 
-@jax.jit
+@numpy_jit
 def _ours(model, q, v, vdot, tau, f_ext):
-    """Every algorithm compared below, in one program per robot (one compilation instead of
-    one per algorithm, `f_ext` case, frame and dtype)."""
+    """Every algorithm compared below, in one program per robot (one trace instead of one per
+    algorithm, `f_ext` case, frame and dtype), evaluated by NumPy (`numpy_jit`): what is
+    compared is the programs' arithmetic, and compiling this program took most of the
+    module's time. (The compiled algorithms are checked in `test_jit`, `test_batch_last`,
+    `test_batching` and `test_dynamics.test_jit_vmap_dtype`.)"""
     frames = _sampled_frames(model)
     return dict(
         kin=jd.forward_kinematics(model, q, v, vdot),
