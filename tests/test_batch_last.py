@@ -66,14 +66,19 @@ def _forbid_fallback(monkeypatch) -> None:
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_equals_vmap_without_fallback(states, name, monkeypatch, request):
     """Same numbers as `vmap(out_axes=-1)`, and every primitive had a batch-last rule (the
-    `vmap` fallback, correct but slow, was not needed)."""
+    `vmap` fallback, correct but slow, was not needed). `aba`'s batch-last program is compiled;
+    the others' are evaluated by NumPy (`numpy_eval`: the program `batch_last` builds is what
+    is checked, and compiling each took most of this test's time; compiled, `batch_last`
+    programs run in `test_batched_around_the_chunk`, `test_grad_and_float32` and the
+    gradient tests below)."""
     fn, nargs = ALGORITHMS[name]
     model, *xs = states
     xs = xs[:nargs]
     axes = (None,) + (-1,) * nargs
 
     _forbid_fallback(monkeypatch)
-    got = jax.jit(jd.batch_last(fn, axes))(model, *[x.T for x in xs])
+    run = jax.jit if name == "aba" else lambda f: lambda *a: numpy_eval(f, *a)
+    got = run(jd.batch_last(fn, axes))(model, *[x.T for x in xs])
     if name == "aba":  # the shared compiled `vmap(aba)`, batch moved last
         ref = request.getfixturevalue("aba_vmap_reference").T
     else:
