@@ -2,9 +2,12 @@
 
 Each `(joint, dtype)` is evaluated once (`_results`, cached) on a few random states
 (random configurations, `|v| ≤ 1` per entry so rotations stay below π); each test below
-compares two of its outputs. Evaluation is eager: across joints and tests it reuses the
-compiled primitives, which is far cheaper here than compiling one program per case (jit,
-vmap and grad have their own tests in `test_joint_transforms.py`).
+compares two of its outputs. Values are the traced programs evaluated by NumPy (`numpy_jit`,
+`numpy_eval`, `numpy_call`; float32 programs in float32, as their jaxprs say): the arithmetic
+is what is checked, and a compile per program (or per eager operation) would take most of the
+module's time. jit, vmap and grad have their own tests in `test_joint_transforms.py`;
+`test_space_xyz_singularity_raises` and `test_space_xyz_unchecked_near_singularity` compile
+(whether a compiled program raises is their subject).
 """
 
 import functools
@@ -28,6 +31,7 @@ from helpers import (
     tol,
     vee,
 )
+from numpy_eval import numpy_call, numpy_eval, numpy_jit
 
 import jointdyn as jd
 
@@ -38,7 +42,7 @@ parametrize_joints = pytest.mark.parametrize("name", JOINT_NAMES)
 parametrize_dtypes = pytest.mark.parametrize("dtype", list(DTYPES), ids=list(DTYPES))
 
 
-@jax.jit  # one program per joint and dtype: op-by-op, each operation compiled alone cost ~2×
+@numpy_jit  # one program per joint and dtype, evaluated by NumPy
 def _evaluate(joint, q, q1, v, vdot, F):
     """Every quantity the identity tests compare, for one state."""
     zero_v = jnp.zeros_like(v)
@@ -107,7 +111,7 @@ def _evaluate(joint, q, q1, v, vdot, F):
 FD_STEP = 1e-5
 
 
-@jax.jit
+@numpy_jit
 def _finite_differences(joint, q, v, vdot):
     """float64 references by central differences, independent of `H_FM` and of autodiff:
 
@@ -142,9 +146,9 @@ def _results(name: str, dtype: str) -> dict:
     r = {k: np.stack([o[k] for o in outs]) for k in outs[0]}
     for i, k in enumerate(("q", "q1", "v", "vdot", "F")):
         r[k] = np.stack([s[i] for s in states])
-    # One program for the states (an eager `vmap` would compile each operation alone).
+    # One program for the states, evaluated by NumPy.
     X = r["X(q)"]
-    fit = jax.jit(jax.vmap(_fit, in_axes=(None, 0, 0)))(joint, X[:, :3, :3], X[:, :3, 3])
+    fit = numpy_eval(jax.vmap(_fit, in_axes=(None, 0, 0)), joint, X[:, :3, :3], X[:, :3, 3])
     r["X(q_from_X_FM(X))"], r["residual(q_from_X_FM)"] = map(np.asarray, fit)
     return r
 
@@ -310,10 +314,17 @@ def test_zero_unit_vector_reads_as_identity(joint):
     """`q = 0` on a quaternion or `[cos, sin]` (a common first guess for a floating base)
     reads as the identity rotation, as MuJoCo reads it, with finite derivatives; `normalize`
     gives the neutral configuration."""
-    q = jnp.zeros(joint.nq)
-    np.testing.assert_array_equal(joint.X_FM(q).as_matrix(), np.eye(4))
-    assert np.all(np.isfinite(jax.jacfwd(lambda x: joint.X_FM(x).as_matrix())(q)))
-    np.testing.assert_array_equal(joint.normalize(q), joint.neutral())
+
+    def outputs(joint, q):
+        def pose(x):
+            return joint.X_FM(x).as_matrix()
+
+        return pose(q), jax.jacfwd(pose)(q), joint.normalize(q), joint.neutral()
+
+    X, dX, normalized, neutral = numpy_call(outputs, joint, np.zeros(joint.nq))
+    np.testing.assert_array_equal(X, np.eye(4))
+    assert np.all(np.isfinite(dX))
+    np.testing.assert_array_equal(normalized, neutral)
 
 
 @parametrize_dtypes
@@ -331,9 +342,9 @@ NSAMPLES = 128
 LIMITS = (-0.3, 0.5)
 
 
-@functools.partial(jax.jit, static_argnums=2)
 def _random_configurations(joint, key, n):
-    """`n` samples and their distance from the manifold (one compilation per joint)."""
+    """`n` samples and their distance from the manifold (one program per joint, evaluated by
+    NumPy: `numpy_call` below)."""
     q = jax.vmap(joint.random_configuration)(jr.split(key, n))
     return q, jax.vmap(lambda qk: manifold_residual(joint, qk))(q)
 
@@ -360,7 +371,7 @@ def _angular_mask(joint) -> np.ndarray:
 @parametrize_joints
 def test_random_configuration_unbounded(name):
     joint = make_joint(name)
-    q, res = map(np.asarray, _random_configurations(joint, jr.PRNGKey(1), NSAMPLES))
+    q, res = map(np.asarray, numpy_call(_random_configurations, joint, jr.PRNGKey(1), NSAMPLES))
     assert q.shape == (NSAMPLES, joint.nq)
     assert_tree_allclose(res, np.zeros_like(res), atol=1e-12, what="manifold residual")
     # Unbounded coordinates: angles within ±π and translations within ±1.
@@ -390,7 +401,7 @@ def test_random_configuration_respects_limits(name):
     limited = np.isfinite(lower)
     if not isinstance(joint, jd.Weld | jd.Ball | jd.RevoluteUnbounded):
         assert limited.any()
-    q, res = map(np.asarray, _random_configurations(joint, jr.PRNGKey(2), NSAMPLES))
+    q, res = map(np.asarray, numpy_call(_random_configurations, joint, jr.PRNGKey(2), NSAMPLES))
     lo, hi = LIMITS
     assert np.all(q[:, limited] >= lo) and np.all(q[:, limited] <= hi)
     if limited.any():
@@ -403,7 +414,11 @@ def test_random_configuration_explicit_bounds(name, getkey):
     joint = make_joint(name)
     lower = np.linspace(-1.0, 0.2, joint.nq)
     upper = lower + 0.25
-    q = jax.vmap(lambda k: joint.random_configuration(k, lower, upper))(jr.split(getkey(), 64))
+
+    def sample(joint, key):
+        return jax.vmap(lambda k: joint.random_configuration(k, lower, upper))(jr.split(key, 64))
+
+    q = numpy_call(sample, joint, getkey())
     assert np.all(q >= lower) and np.all(q <= upper)
 
 
@@ -413,22 +428,24 @@ def test_random_configuration_explicit_bounds(name, getkey):
 
 def test_passive_damping_and_friction():
     joint = jd.Cylindrical((1.0, 2.0, 2.0), damping=[0.3, 0.9], friction=[0.5, 0.2])
-    q = jnp.array([0.1, -0.2])
+    passive_force = numpy_jit(joint.passive_force)
+    q = np.array([0.1, -0.2])
     for v in ([1.5, -2.0], [-0.25, 0.75]):
-        v = jnp.array(v)
-        expected = -jnp.array([0.3, 0.9]) * v - jnp.array([0.5, 0.2]) * jnp.sign(v)
-        assert_tree_allclose(joint.passive_force(q, v), expected, atol=1e-12)
+        v = np.array(v)
+        expected = -np.array([0.3, 0.9]) * v - np.array([0.5, 0.2]) * np.sign(v)
+        assert_tree_allclose(passive_force(q, v), expected, atol=1e-12)
     # No friction force at rest.
-    assert_tree_allclose(joint.passive_force(q, jnp.zeros(2)), jnp.zeros(2), atol=0)
+    assert_tree_allclose(passive_force(q, np.zeros(2)), np.zeros(2), atol=0)
 
 
 @pytest.mark.parametrize("cls", [jd.Revolute, jd.Prismatic, jd.Screw])
 def test_passive_limit_stop_one_dof(cls):
     k, b = 100.0, 2.0
     joint = cls(position_lower=-0.5, position_upper=0.5, stop_stiffness=k, stop_damping=b)
+    passive_force = numpy_jit(joint.passive_force)
 
     def tau(q, v):
-        return float(joint.passive_force(jnp.array([q]), jnp.array([v]))[0])
+        return float(passive_force(np.array([q]), np.array([v]))[0])
 
     # Inside the limits: no force whatever the velocity.
     for q, v in [(0.0, 0.0), (0.49, 3.0), (-0.49, -3.0)]:
@@ -446,7 +463,7 @@ def test_passive_limit_stop_one_dof(cls):
 
 
 def test_passive_limit_stop_cylindrical():
-    k, b, d = jnp.array([50.0, 200.0]), jnp.array([1.0, 3.0]), jnp.array([0.1, 0.2])
+    k, b, d = np.array([50.0, 200.0]), np.array([1.0, 3.0]), np.array([0.1, 0.2])
     joint = jd.Cylindrical(
         (0.0, 1.0, 0.0),
         position_lower=[-1.0, 0.0],
@@ -455,26 +472,30 @@ def test_passive_limit_stop_cylindrical():
         stop_damping=b,
         damping=d,
     )
-    q = jnp.array([1.2, -0.05])  # angle above its upper limit, displacement below its lower
-    v = jnp.array([0.5, 0.4])
-    expected = jnp.array([-50.0 * 0.2 - 1.0 * 0.5, 200.0 * 0.05 - 3.0 * 0.4]) - d * v
-    assert_tree_allclose(joint.passive_force(q, v), expected, atol=1e-12)
-    q_in = jnp.array([0.5, 0.1])
-    assert_tree_allclose(joint.passive_force(q_in, v), -d * v, atol=1e-12)
+    passive_force = numpy_jit(joint.passive_force)
+    q = np.array([1.2, -0.05])  # angle above its upper limit, displacement below its lower
+    v = np.array([0.5, 0.4])
+    expected = np.array([-50.0 * 0.2 - 1.0 * 0.5, 200.0 * 0.05 - 3.0 * 0.4]) - d * v
+    assert_tree_allclose(passive_force(q, v), expected, atol=1e-12)
+    q_in = np.array([0.5, 0.1])
+    assert_tree_allclose(passive_force(q_in, v), -d * v, atol=1e-12)
 
 
 def test_passive_limit_stop_space_xyz_power():
     """Stops act on angles; mapped by N(q)ᵀ they do the same power with v as with q̇."""
     k, b = 30.0, 0.5
     joint = jd.SpaceXYZ(position_lower=-0.5, position_upper=0.5, stop_stiffness=k, stop_damping=b)
-    q = jnp.array([0.7, 0.2, -0.9])  # θ₁ above, θ₃ below, θ₂ inside
-    v = jnp.array([0.3, -0.2, 0.4])
-    qdot = joint.qdot_from_v(q, v)
-    f = jnp.array(
+    q = np.array([0.7, 0.2, -0.9])  # θ₁ above, θ₃ below, θ₂ inside
+    v = np.array([0.3, -0.2, 0.4])
+
+    def outputs(joint, q, v):
+        N = jax.jacfwd(joint.qdot_from_v, argnums=1)(q, v)
+        return joint.qdot_from_v(q, v), N, joint.passive_force(q, v)
+
+    qdot, N, tau = numpy_call(outputs, joint, q, v)
+    f = np.array(
         [min(0.0, -k * 0.2 - b * float(qdot[0])), 0.0, max(0.0, -k * (-0.4) - b * float(qdot[2]))]
     )
-    N = jax.jacfwd(joint.qdot_from_v, argnums=1)(q, v)
-    tau = joint.passive_force(q, v)
     assert_tree_allclose(tau, N.T @ f, atol=1e-12)
     assert float(tau @ v) == pytest.approx(float(f @ qdot))
 
@@ -498,7 +519,9 @@ def test_space_xyz_unchecked_near_singularity():
     v = jnp.array([0.1, 0.2, 0.3])
     qdot = jax.jit(lambda j, q, v: j.qdot_from_v(q, v))(joint, q, v)
     assert np.all(np.isfinite(qdot))
-    assert_tree_allclose(joint.v_from_qdot(q, qdot), v, rtol=1e-8, atol=1e-8)
+    assert_tree_allclose(
+        numpy_call(jd.SpaceXYZ.v_from_qdot, joint, q, qdot), v, rtol=1e-8, atol=1e-8
+    )
     checked = jd.SpaceXYZ(check_singularity=True)
     with pytest.raises(Exception, match="cos"):
         jax.jit(lambda j, q, v: j.qdot_from_v(q, v))(checked, q, v).block_until_ready()
@@ -512,8 +535,13 @@ def test_space_xyz_q_from_non_orthogonal_matrix():
     U, _, Vt = np.linalg.svd(A)
     nearest = U @ Vt  # orthogonal polar factor: the nearest rotation
     joint = jd.SpaceXYZ()
-    q = joint.q_from_X_FM(jd.Transform(A, np.zeros(3)))
-    assert_tree_allclose(joint.X_FM(q).R, nearest, atol=1e-12)
+
+    def fit(joint, A):
+        q = joint.q_from_X_FM(jd.Transform(A, jnp.zeros(3, A.dtype)))
+        return q, joint.X_FM(q).R
+
+    q, R = numpy_call(fit, joint, A)
+    assert_tree_allclose(R, nearest, atol=1e-12)
     assert np.max(np.abs(np.asarray(q) - angles)) < 1e-2  # close to, not equal to, the angles
 
 
@@ -526,7 +554,7 @@ def test_composite_fit_derivatives_match_finite_differences():
     joint = make_joint("composite_ru")
     rng = np.random.default_rng(5)
     params, static = eqx.partition(joint, eqx.is_inexact_array)
-    q0 = np.asarray(joint.random_configuration(jr.PRNGKey(3)))
+    q0 = numpy_call(type(joint).random_configuration, joint, jr.PRNGKey(3))
     dv = rng.normal(size=joint.nv)
     dp = jax.tree.map(lambda x: rng.normal(size=np.shape(x)), params)
     w = rng.normal(size=joint.nq)
@@ -537,7 +565,7 @@ def test_composite_fit_derivatives_match_finite_differences():
         moved = eqx.combine(jax.tree.map(lambda x, d: x + t * d, params, dp), static)
         return jnp.dot(w, moved.q_from_X_FM(X))
 
-    g_jit, grad, hess = jax.jit(g), jax.jit(jax.grad(g)), jax.jit(jax.hessian(g))
+    g_jit, grad, hess = numpy_jit(g), numpy_jit(jax.grad(g)), numpy_jit(jax.hessian(g))
     e = np.eye(2)
     x = np.array([0.05, 0.02])
     h = 1e-6
@@ -552,11 +580,16 @@ def test_composite_fit_derivatives_match_finite_differences():
 def test_space_xyz_integrate_keeps_branch():
     """Angles with |θ₂| > π/2 are as valid as their twin (θ₁ ± π, π − θ₂, θ₃ ± π)."""
     joint = jd.SpaceXYZ()
-    q = jnp.array([0.3, 2.5, -0.4])
-    assert_tree_allclose(joint.integrate(q, jnp.zeros(3)), q, atol=1e-12)
-    v = jnp.array([1e-3, -2e-3, 1e-3])
-    assert np.max(np.abs(joint.integrate(q, v) - q)) < 1e-2
-    assert_tree_allclose(joint.interpolate(q, q, 0.5), q, atol=1e-12)
+    q = np.array([0.3, 2.5, -0.4])
+    v = np.array([1e-3, -2e-3, 1e-3])
+
+    def outputs(joint, q, v):
+        return joint.integrate(q, jnp.zeros(3)), joint.integrate(q, v), joint.interpolate(q, q, 0.5)
+
+    at_zero, moved, halfway = numpy_call(outputs, joint, q, v)
+    assert_tree_allclose(at_zero, q, atol=1e-12)
+    assert np.max(np.abs(moved - q)) < 1e-2
+    assert_tree_allclose(halfway, q, atol=1e-12)
 
 
 # --------------------------------------------------------------------------------------------
@@ -582,10 +615,10 @@ def test_a_joint_class_with_its_own_hdot_is_called():
 
     base = jd.Gimbal()
     doubled = DoubledHdot()
-    q, v = jnp.array([0.3, -0.7, 1.1]), jnp.array([0.5, 1.5, -2.0])
-    X0, H0, V0, c0 = _local_terms(base, q, v)
-    X1, H1, V1, c1 = _local_terms(doubled, q, v)
-    Hdot_v = base.Hdot_FM(q, v) @ v
+    q, v = np.array([0.3, -0.7, 1.1]), np.array([0.5, 1.5, -2.0])
+    X0, H0, V0, c0 = numpy_call(_local_terms, base, q, v)
+    X1, H1, V1, c1 = numpy_call(_local_terms, doubled, q, v)
+    Hdot_v = numpy_call(jd.Gimbal.Hdot_FM, base, q, v) @ v
     assert np.abs(Hdot_v).max() > 0.1  # a q-dependent hinge: the check can fail
     np.testing.assert_allclose(H1, H0, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(V1, V0, rtol=1e-12, atol=1e-12)

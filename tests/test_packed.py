@@ -2,6 +2,12 @@
 
 Round trip, every public algorithm gives the model's result, gradients agree with the model's,
 new values never retrace, batches of models, and clear errors.
+
+Values are the traced programs evaluated by NumPy (`numpy_jit`, `numpy_call`): the arithmetic
+is what is checked, and a compile per program would take most of the module's time. Compiled:
+the direct calls with a packed model (`test_keyword_model`, `test_dtype_follows_theta`), the
+compile count of `test_round_trip`, and the `jax.jit` of `test_new_values_do_not_retrace` and
+`test_batch_of_models`.
 """
 
 import logging
@@ -11,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpy_eval import numpy_jit
+from numpy_eval import numpy_call, numpy_jit
 from trees import random_tree
 
 import jointdyn as jd
@@ -84,13 +90,25 @@ def _expected(model, q, v, tau, vdot):
     }
 
 
+@numpy_jit
+def _with_packed(model, packed, q, v, tau, vdot):
+    """Every algorithm of `_algorithms` called with `packed` (`model` only gives the frame name
+    and body count), in one program evaluated by NumPy."""
+    return {
+        name: fn(packed, *args) for name, (fn, args) in _algorithms(model, q, v, tau, vdot).items()
+    }
+
+
 def test_every_algorithm_accepts_packed(model, state):
-    """Direct calls (jointdyn's own jit unpacks inside its trace); `jax.jit` of a packed model
-    is the path of every other test here. Against the model's results (one program)."""
+    """Each algorithm called with a packed model in a trace (jointdyn's own functions unpack
+    inside it: the path of their jit, and of `jax.jit`), against the model's results; both
+    programs evaluated by NumPy. Direct, compiled calls with a packed model: `test_keyword_model`
+    and `test_dtype_follows_theta`; `jax.jit` of one: the tests below."""
     packed = jd.pack(model)
     expected_all = _expected(model, *state)
-    for name, (fn, args) in _algorithms(model, *state).items():
-        got, expected = fn(packed, *args), expected_all[name]
+    got_all = _with_packed(model, packed, *state)
+    for name in _algorithms(model, *state):
+        got, expected = got_all[name], expected_all[name]
         for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected), strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=name)
 
@@ -98,7 +116,9 @@ def test_every_algorithm_accepts_packed(model, state):
 def test_keyword_model(model, state):
     q, v, tau, _ = state
     np.testing.assert_allclose(
-        jd.aba(model=jd.pack(model), q=q, v=v, tau=tau), jd.aba(model, q, v, tau), rtol=1e-12
+        jd.aba(model=jd.pack(model), q=q, v=v, tau=tau),
+        numpy_call(jd.aba, model, q, v, tau),
+        rtol=1e-12,
     )
 
 
@@ -109,9 +129,9 @@ def test_gradient_is_the_models(model, state):
     def loss(m):
         return jnp.sum(jd.aba(m, q, v, tau) ** 2) + jd.potential_energy(m, q)
 
-    g_packed = jax.jit(jax.grad(loss))(jd.pack(model))  # jitted: one compile, not eager ops
+    g_packed = numpy_call(jax.grad(loss), jd.pack(model))  # one program, by NumPy
     assert isinstance(g_packed, jd.PackedModel)
-    g_model = eqx.filter_jit(eqx.filter_grad(loss))(model)
+    g_model = numpy_call(eqx.filter_grad(loss), model)
     got, expected = jax.tree.leaves(g_packed.unpack()), jax.tree.leaves(g_model)
     assert len(got) == len(expected)
     assert any(np.abs(x).max() > 0 for x in expected)  # the check below is not vacuous
@@ -133,7 +153,7 @@ def test_new_values_do_not_retrace(model, state):
     b = f(jd.pack(heavier), q, v, tau)
     assert len(traces) == 1
     assert not np.allclose(a, b)
-    np.testing.assert_allclose(b, jd.aba(heavier, q, v, tau), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(b, numpy_call(jd.aba, heavier, q, v, tau), rtol=1e-12, atol=1e-12)
 
 
 def test_batch_of_models(model, state):
@@ -146,7 +166,7 @@ def test_batch_of_models(model, state):
     got = jax.jit(jax.vmap(jd.aba, (0, None, None, None)))(batch, q, v, tau)
     for k in range(2):
         one = jd.PackedModel(thetas[k], packed.layout)
-        np.testing.assert_allclose(got[k], jd.aba(one, q, v, tau), rtol=1e-12)
+        np.testing.assert_allclose(got[k], numpy_call(jd.aba, one, q, v, tau), rtol=1e-12)
     assert batch.unpack().gravity.shape == (2, 3)
 
 
@@ -156,7 +176,7 @@ def test_dtype_follows_theta(model, state):
     assert {x.dtype for x in jax.tree.leaves(p32.unpack())} == {jnp.dtype(jnp.float32)}
     out = jd.aba(p32, q.astype(jnp.float32), v.astype(jnp.float32), tau.astype(jnp.float32))
     assert out.dtype == jnp.float32
-    np.testing.assert_allclose(out, jd.aba(model, q, v, tau), rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(out, numpy_call(jd.aba, model, q, v, tau), rtol=2e-3, atol=2e-3)
 
 
 def test_errors(model):

@@ -1,13 +1,21 @@
 """The regressor and the inertial parameters (issue 24): against Pinocchio's
 `computeJointTorqueRegressor` and `Inertia.toDynamicParameters()` on real robots, `Y π = rnea`
 on random trees of every joint class, the joint columns (armature, damping, friction), the
-log-Cholesky map, and bad input. float64 throughout (conftest)."""
+log-Cholesky map, and bad input. float64 throughout (conftest).
+
+Values are the traced programs evaluated by NumPy (`numpy_jit`, `numpy_call`, `numpy_eval`):
+the arithmetic is what is checked, and a compile per program would take most of the module's
+time. Called directly (concrete): `with_inertial_parameters`, `with_joint_parameters` and
+`log_cholesky_from_inertial_parameters`, whose checks run on concrete input only,
+`is_physical` (an `eigh`, which `numpy_eval` lacks), and the calls of
+`test_regressor_follows_input_dtype` and `test_bad_input`."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pinocchio as pin
 import pytest
+from numpy_eval import numpy_call, numpy_eval, numpy_jit
 from robots import (
     ROBOTS,
     load_jointdyn,
@@ -31,9 +39,10 @@ def close(actual, expected, what, rtol=RTOL):
     )
 
 
-@jax.jit
+@numpy_jit
 def _regressors(model, q, v, vdot):
-    """Regressors of a few states and the parameters: one program per model."""
+    """Regressors of a few states and the parameters: one program per model, evaluated by
+    NumPy."""
     return jax.vmap(jd.regressor, (None, 0, 0, 0))(model, q, v, vdot), jd.inertial_parameters(model)
 
 
@@ -49,10 +58,13 @@ def test_regressor_against_pinocchio(name):
     model, pmodel = load_jointdyn(name), load_pinocchio(name)
     data = pmodel.createData()
     n = 2
-    k = jax.random.split(jax.random.PRNGKey(3), 3)
-    q = jax.vmap(model.random_configuration)(jax.random.split(k[0], n))
-    v = jax.random.normal(k[1], (n, model.nv))
-    vdot = jax.random.normal(k[2], (n, model.nv))
+
+    def states(key):
+        k = jax.random.split(key, 3)
+        q = jax.vmap(model.random_configuration)(jax.random.split(k[0], n))
+        return q, jax.random.normal(k[1], (n, model.nv)), jax.random.normal(k[2], (n, model.nv))
+
+    q, v, vdot = numpy_eval(states, jax.random.PRNGKey(3))
     Y, pi = (np.asarray(x) for x in _regressors(model, q, v, vdot))
     assert Y.shape == (n, model.nv, 10 * model.nbodies)
     jid = [pmodel.getJointId(j) for j in model.joint_names]
@@ -84,9 +96,9 @@ def _with_joint_terms(model, seed):
     return jd.with_joint_parameters(model, x), x
 
 
-@jax.jit
+@numpy_jit
 def _identity_terms(model, q, v, vdot):
-    """Both regressors and `rnea − joint_forces`: one program."""
+    """Both regressors and `rnea − joint_forces`: one program, evaluated by NumPy."""
 
     def one(q, v, a):
         return (
@@ -105,7 +117,7 @@ def test_identity_on_random_tree():
     model = random_tree(seed=11, nbodies=14, floating=True)
     model, x = _with_joint_terms(model, 5)
     nv = model.nv
-    q, v, vdot = random_states(model, 3, seed=2)
+    q, v, vdot = numpy_call(random_states, model, 3, seed=2)
     Y, YJ, tau, pi, xj = (np.asarray(a) for a in _identity_terms(model, q, v, vdot))
     close(xj, x, "joint_parameters round trip", rtol=1e-15)
     assert Y.shape == (3, nv, 10 * model.nbodies) and YJ.shape == (3, nv, 3 * nv)
@@ -126,33 +138,34 @@ def test_regressor_follows_input_dtype():
 
 def test_with_inertial_parameters_round_trip():
     model = random_tree(seed=4, nbodies=8)
-    pi = jd.inertial_parameters(model)
+    pi = numpy_call(jd.inertial_parameters, model)
     back = jd.with_inertial_parameters(model, pi)
     for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(model), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-14)
     # flat input, and new values: the model's inertias are what the parameters say
     new = np.asarray(pi) * np.array([2.0] + [1.0] * 9)  # double the masses, keep m c and I
     m2 = jd.with_inertial_parameters(model, new.ravel())
-    close(jd.inertial_parameters(m2), new, "new parameters", rtol=1e-14)
+    close(numpy_call(jd.inertial_parameters, m2), new, "new parameters", rtol=1e-14)
 
 
 def test_log_cholesky_round_trip_and_physical():
     """Physical bodies → θ → the same bodies; any θ (large too) → a physical body."""
     rng = np.random.default_rng(0)
     model = random_tree(seed=7, nbodies=10)
-    pi = np.asarray(jd.inertial_parameters(model))
+    pi = numpy_call(jd.inertial_parameters, model)
     theta = jd.log_cholesky_from_inertial_parameters(pi)
-    close(jd.inertial_parameters_from_log_cholesky(theta), pi, "round trip", rtol=1e-12)
+    back = numpy_call(jd.inertial_parameters_from_log_cholesky, theta)
+    close(back, pi, "round trip", rtol=1e-12)
     close(
-        jd.log_cholesky_from_inertial_parameters(jd.inertial_parameters_from_log_cholesky(theta)),
+        jd.log_cholesky_from_inertial_parameters(back),
         theta,
         "inverse round trip",
         rtol=1e-12,
     )
     theta = rng.normal(0.0, 2.0, (200, 10))
-    out = np.asarray(jd.inertial_parameters_from_log_cholesky(theta))
+    out = numpy_call(jd.inertial_parameters_from_log_cholesky, theta)
     assert np.all(out[:, 0] > 0)
-    ev = np.linalg.eigvalsh(np.asarray(jd.pseudo_inertia(out)))
+    ev = np.linalg.eigvalsh(numpy_call(jd.pseudo_inertia, out))
     assert np.all(ev > 0), "pseudo-inertia positive definite"
     assert np.all(np.asarray(jd.is_physical(out)))
     # and the model accepts them (the triangle inequality of I_C, checked by the builder's code)
@@ -162,8 +175,8 @@ def test_log_cholesky_round_trip_and_physical():
         a, b, c = np.linalg.eigvalsh(I_C[k])
         assert a > 0 and a + b >= c * (1 - 1e-12)
     # gradients through the map are finite, also far out
-    g = jax.jit(jax.grad(lambda th: jnp.sum(jd.inertial_parameters_from_log_cholesky(th) ** 2)))
-    assert np.all(np.isfinite(np.asarray(g(theta))))
+    g = jax.grad(lambda th: jnp.sum(jd.inertial_parameters_from_log_cholesky(th) ** 2))
+    assert np.all(np.isfinite(numpy_eval(g, theta)))
 
 
 def test_pseudo_inertia_of_a_point_mass():
@@ -171,7 +184,7 @@ def test_pseudo_inertia_of_a_point_mass():
     m, p = 2.0, np.array([0.1, -0.2, 0.3])
     I_O = m * (p @ p * np.eye(3) - np.outer(p, p))
     pi = np.concatenate([[m], m * p, I_O[[0, 0, 1, 0, 1, 2], [0, 1, 1, 2, 2, 2]]])
-    close(jd.pseudo_inertia(pi), m * np.outer(np.append(p, 1), np.append(p, 1)), "J")
+    close(numpy_call(jd.pseudo_inertia, pi), m * np.outer(np.append(p, 1), np.append(p, 1)), "J")
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,7 +193,7 @@ def test_pseudo_inertia_of_a_point_mass():
 
 def test_bad_input():
     model = random_tree(seed=4, nbodies=5, floating=False)
-    pi = np.asarray(jd.inertial_parameters(model))
+    pi = numpy_call(jd.inertial_parameters, model)
     names = model.body_names
     with pytest.raises(ValueError, match="shape"):
         jd.with_inertial_parameters(model, pi[:-1])
