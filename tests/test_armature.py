@@ -2,7 +2,13 @@
 analytic derivatives against Pinocchio with `model.armature` set (fixed and floating base,
 float64, 1e-9), identities on a random tree of every joint class (`rnea(aba(tau)) = tau`,
 `crba = ∂rnea/∂v̇`, `T = ½ vᵀ M v`), gradients in the armature against finite differences,
-and `Model.with_joint_params`."""
+and `Model.with_joint_params`.
+
+Values are the traced programs evaluated by NumPy (`numpy_call`, `numpy_jit`): the arithmetic
+is what is checked, and a compile per program would take most of the module's time.
+`test_gradient_in_armature_matches_finite_differences` (`aba`, `forward_dynamics` and their
+rules in the armature) and `test_with_joint_params_round_trip_and_no_retrace` (`crba`)
+compile."""
 
 import functools
 
@@ -12,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pinocchio as pin
 import pytest
-from numpy_eval import central_differences, numpy_eval
+from numpy_eval import central_differences, numpy_call, numpy_eval, numpy_jit
 from robots import (
     load_jointdyn,
     load_pinocchio,
@@ -45,7 +51,7 @@ def rotor_armature(model: jd.Model, seed: int) -> np.ndarray:
     return a
 
 
-@jax.jit
+@numpy_jit
 def _ours(model, q, v, vdot, tau):
     return dict(
         crba=jd.crba(model, q),
@@ -63,7 +69,7 @@ def test_matches_pinocchio_with_armature(name):
     model = model.with_joint_params(armature=arm)
     np.testing.assert_array_equal(model.armature(), arm)
     k = jax.random.split(jax.random.PRNGKey(3), 4)
-    q = model.random_configuration(k[0])
+    q = numpy_call(model.random_configuration, k[0])
     v, vdot, tau = (jax.random.normal(kk, (model.nv,)) for kk in k[1:])
     T = v_to_pinocchio_matrix(model, pmodel, q)  # v_pin = T v, T orthogonal
     pmodel.armature = T @ arm  # 1-DOF joints only: a permutation of the entries
@@ -101,7 +107,7 @@ def tree():
     return model.with_joint_params(armature=arm)
 
 
-@jax.jit
+@numpy_jit
 def _identities(model, q, v, tau):
     vdot = jd.aba(model, q, v, tau)
     M = jd.crba(model, q)
@@ -117,7 +123,7 @@ def _identities(model, q, v, tau):
 def test_identities_on_every_joint_class():
     model = tree()
     k = jax.random.split(jax.random.PRNGKey(1), 3)
-    q = model.random_configuration(k[0])
+    q = numpy_call(model.random_configuration, k[0])
     v, tau = jax.random.normal(k[1], (model.nv,)), jax.random.normal(k[2], (model.nv,))
     out = _identities(model, q, v, tau)
     close(out["tau"], tau, "rnea(aba(tau))")
@@ -126,8 +132,8 @@ def test_identities_on_every_joint_class():
     close(dM, out["M"], "crba = ∂rnea/∂v̇")
     close(out["T"], out["vMv"], "T = ½ vᵀ M v")
     # armature changes the answer: without it M differs by exactly diag(armature)
-    M0 = jd.crba(model.with_joint_params(armature=jnp.zeros(model.nv)), q)
-    close(out["M"] - M0, jnp.diag(model.armature()), "M − M(armature = 0)")
+    M0 = numpy_call(jd.crba, model.with_joint_params(armature=jnp.zeros(model.nv)), q)
+    close(out["M"] - M0, np.diag(model.armature()), "M − M(armature = 0)")
 
 
 def test_gradient_in_armature_matches_finite_differences():

@@ -4,6 +4,10 @@ At random states converted with `jd.to_mujoco_state` / `from_mujoco_state`, floa
 contacts and constraints off: the mass matrix (`mj_fullM`), inverse dynamics (`mj_inverse`'s
 `qfrc_inverse = M qacc + bias − passive`), forward dynamics (`qacc` under `qfrc_applied`,
 springs and damping on) and the poses of every body and site (`xpos`, `xmat`), to 1e-9.
+
+jointdyn's side is its traced programs evaluated by NumPy (`numpy_call`, `numpy_jit`): the
+arithmetic is what is checked, and a compile per model (about 20 of them) would take most of
+the module's time. The state conversions also run eagerly (by XLA) in `test_state_round_trip`.
 """
 
 import subprocess
@@ -17,6 +21,7 @@ import jax.numpy as jnp
 import mujoco  # a test dependency: a comparison that cannot run must fail, not skip
 import numpy as np
 import pytest
+from numpy_eval import numpy_call, numpy_jit
 
 import jointdyn as jd
 
@@ -220,7 +225,7 @@ def compare_with_mujoco(m, model, which: str, samples: int) -> None:
     ib = np.array([model.frame_index(n) for n in body_frames])
     isite = np.array([model.frame_index(n) for n in site_frames], int)
 
-    @jax.jit
+    @numpy_jit
     def jointdyn_side(qpos, qvel, qacc, qfrc):
         q, v = jd.from_mujoco_state(model, qpos, qvel)
         vdot = jd.from_mujoco_state(model, qpos, qacc)[1]
@@ -237,8 +242,8 @@ def compare_with_mujoco(m, model, which: str, samples: int) -> None:
     d = mujoco.MjData(m)
     rng = np.random.default_rng(0)
     for k in range(samples):
-        q = model.random_configuration(jax.random.PRNGKey(k))
-        qpos = np.asarray(jd.to_mujoco_state(model, q, jnp.zeros(model.nv))[0])
+        q = numpy_call(model.random_configuration, jax.random.PRNGKey(k))
+        qpos = numpy_call(jd.to_mujoco_state, model, q, np.zeros(model.nv))[0]
         qvel, qacc, qfrc = rng.normal(size=(3, m.nv))
         d.qpos[:], d.qvel[:], d.qfrc_applied[:] = qpos, qvel, qfrc
         mujoco.mj_forward(m, d)
@@ -372,14 +377,14 @@ def test_springs_against_qfrc_passive_and_energy():
     m = mujoco.MjModel.from_xml_string(HANDMADE)
     model = jd.load_mjcf(HANDMADE)
     d = mujoco.MjData(m)
-    q = model.random_configuration(jax.random.PRNGKey(5))
+    q = numpy_call(model.random_configuration, jax.random.PRNGKey(5))
     zero = jnp.zeros(model.nv)
-    d.qpos[:] = np.asarray(jd.to_mujoco_state(model, q, zero)[0])
+    d.qpos[:] = numpy_call(jd.to_mujoco_state, model, q, zero)[0]
     mujoco.mj_forward(m, d)
     assert np.abs(d.qfrc_passive).min() > 1e-3  # every joint's spring pulls
     weightless = eqx.tree_at(lambda mm: mm.gravity, model, jnp.zeros(3))
 
-    @jax.jit
+    @numpy_jit
     def forces(q):
         tau = jd.joint_forces(model, q, zero)
         energy = lambda dq: jd.potential_energy(weightless, model.integrate(q, dq))  # noqa: E731
@@ -399,8 +404,8 @@ def test_contact_points_from_geoms():
     contact = jd.GroundContact(model, bodies, positions, radii)
     assert contact.npoints == 2 + 2 + 1 + 8 + 2 + 1  # the base's box is on the world
     d = mujoco.MjData(m)
-    q = model.random_configuration(jax.random.PRNGKey(3))
-    d.qpos[:] = np.asarray(jd.to_mujoco_state(model, q, jnp.zeros(model.nv))[0])
+    q = numpy_call(model.random_configuration, jax.random.PRNGKey(3))
+    d.qpos[:] = numpy_call(jd.to_mujoco_state, model, q, np.zeros(model.nv))[0]
     mujoco.mj_kinematics(m, d)
     expected = []
     for g in range(m.ngeom):
@@ -418,7 +423,7 @@ def test_contact_points_from_geoms():
             ],
         }.get(int(m.geom_type[g]), [])
         expected += [d.geom_xpos[g] + R @ np.asarray(x) for x in local]
-    X = jd.forward_kinematics(model, q).X_WB
+    X = numpy_call(jd.forward_kinematics, model, q).X_WB
     i = np.asarray(contact.bodies)
     world = np.einsum("nij,nj->ni", np.asarray(X.R)[i], positions) + np.asarray(X.p)[i]
     np.testing.assert_allclose(world, np.array(expected), rtol=0, atol=TOL)
@@ -461,7 +466,7 @@ def test_import_jointdyn_does_not_import_mujoco():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@jax.jit
+@numpy_jit
 def _joint_space_dynamics(model, q, v, u):
     return jd.crba(model, q), jd.rnea(model, q, v, u), jd.aba(model, q, v, u)
 
@@ -480,7 +485,7 @@ def test_urdf_through_mujoco_matches_load_urdf(name):
         via_mujoco = jd.from_mujoco(mujoco.MjModel.from_xml_path(path))
     assert via_mujoco.joint_names == direct.joint_names
     k = jax.random.split(jax.random.PRNGKey(4), 3)
-    q = direct.random_configuration(k[0])
+    q = numpy_call(direct.random_configuration, k[0])
     v, u = jax.random.normal(k[1], (direct.nv,)), jax.random.normal(k[2], (direct.nv,))
     for got, want, what in zip(
         _joint_space_dynamics(via_mujoco, q, v, u),

@@ -1,11 +1,16 @@
 """`jd.reduced_model` (joints locked at a reference configuration) against Pinocchio's
-`buildReducedModel`, and against the full model with the locked joints held still."""
+`buildReducedModel`, and against the full model with the locked joints held still.
+
+Values are the traced programs evaluated by NumPy (`numpy_call`): the arithmetic is what is
+checked, and a compile per program would take most of the module's time. The locked dynamics
+(`_locked_forward_dynamics`, its rules-on gradient and Jacobian, `jd.batched`,
+`jd.locking_forces`) and the float32 model compile."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpy_eval import numpy_eval, numpy_jit
+from numpy_eval import numpy_call, numpy_eval, numpy_jit
 from robots import (
     load_jointdyn,
     load_pinocchio,
@@ -41,7 +46,7 @@ def test_matches_pinocchio_build_reduced_model(robot):
 
     model, pmodel = load_jointdyn(robot), load_pinocchio(robot)
     locked = LOCKS[robot](model.joint_names)
-    q_ref = model.random_configuration(jax.random.PRNGKey(0))
+    q_ref = numpy_call(model.random_configuration, jax.random.PRNGKey(0))
     reduced = jd.reduced_model(model, locked, q_ref)
     ids = [pmodel.getJointId(n) for n in locked]
     preduced = pin.buildReducedModel(pmodel, ids, q_to_pinocchio(model, pmodel, q_ref))
@@ -50,24 +55,26 @@ def test_matches_pinocchio_build_reduced_model(robot):
 
     iq, iv = jd.reduced_indices(model, locked)
     key = jax.random.split(jax.random.PRNGKey(1), 3)
-    q = model.random_configuration(key[0])[iq]
+    q = numpy_call(model.random_configuration, key[0])[iq]
     v, a = (jax.random.normal(k, (reduced.nv,)) for k in key[1:])
     data = preduced.createData()
     q_pin = q_to_pinocchio(reduced, preduced, q)
     T = v_to_pinocchio_matrix(reduced, preduced, q)
     v_pin, a_pin = T @ np.asarray(v), vdot_to_pinocchio(reduced, preduced, q, v, a)
 
-    close(jd.crba(reduced, q), T.T @ pin.crba(preduced, data, q_pin) @ T, "M")
+    close(numpy_call(jd.crba, reduced, q), T.T @ pin.crba(preduced, data, q_pin) @ T, "M")
     tau_pin = pin.rnea(preduced, data, q_pin, v_pin, a_pin)
-    close(jd.rnea(reduced, q, v, a), T.T @ tau_pin, "rnea")
+    close(numpy_call(jd.rnea, reduced, q, v, a), T.T @ tau_pin, "rnea")
+    vdot = numpy_call(jd.aba, reduced, q, v, T.T @ tau_pin)
     close(
-        vdot_to_pinocchio(reduced, preduced, q, v, jd.aba(reduced, q, v, T.T @ tau_pin)),
+        vdot_to_pinocchio(reduced, preduced, q, v, vdot),
         pin.aba(preduced, data, q_pin, v_pin, tau_pin),
         "aba",
     )
     # frames: every frame of the full model is still there, at the same world pose
-    kin_full = jd.forward_kinematics(model, jd.expand_configuration(model, locked, q, q_ref))
-    kin = jd.forward_kinematics(reduced, q)
+    q_full = jd.expand_configuration(model, locked, q, q_ref)
+    kin_full = numpy_call(jd.forward_kinematics, model, q_full)
+    kin = numpy_call(jd.forward_kinematics, reduced, q)
     for name in model.topology.frame_names:
         i, k = model.frame_index(name), reduced.frame_index(name)
         close(kin.X_WF.p[k], kin_full.X_WF.p[i], f"frame {name} position")
@@ -82,24 +89,25 @@ def test_equals_full_model_with_locked_joints_still():
     helpers are consistent."""
     model = random_tree(3, nbodies=14)
     locked = [model.joint_names[i] for i in (2, 5, 8, 11)]
-    q_ref = model.random_configuration(jax.random.PRNGKey(2))
+    q_ref = numpy_call(model.random_configuration, jax.random.PRNGKey(2))
     reduced = jd.reduced_model(model, locked, q_ref)
     iq, iv = jd.reduced_indices(model, locked)
     assert reduced.nq == len(iq) and reduced.nv == len(iv)
     assert float(reduced.total_mass()) == pytest.approx(float(model.total_mass()), rel=1e-12)
 
     key = jax.random.split(jax.random.PRNGKey(4), 3)
-    q = model.random_configuration(key[0])[iq]
+    q = numpy_call(model.random_configuration, key[0])[iq]
     v, a = (jax.random.normal(k, (reduced.nv,)) for k in key[1:])
     q_full = jd.expand_configuration(model, locked, q, q_ref)
     v_full, a_full = (jd.expand_velocity(model, locked, x) for x in (v, a))
     np.testing.assert_array_equal(q_full[iq], q)
     np.testing.assert_array_equal(v_full[iv], v)
     assert np.all(np.delete(np.asarray(v_full), iv) == 0)
-    close(jd.crba(reduced, q), jd.crba(model, q_full)[np.ix_(iv, iv)], "M")
-    close(jd.rnea(reduced, q, v, a), jd.rnea(model, q_full, v_full, a_full)[iv], "rnea")
-    tau = jd.rnea(reduced, q, v, a)
-    close(jd.aba(reduced, q, v, tau), a, "aba(rnea)")
+    M_full = numpy_call(jd.crba, model, q_full)
+    close(numpy_call(jd.crba, reduced, q), M_full[np.ix_(iv, iv)], "M")
+    tau = numpy_call(jd.rnea, reduced, q, v, a)
+    close(tau, numpy_call(jd.rnea, model, q_full, v_full, a_full)[iv], "rnea")
+    close(numpy_call(jd.aba, reduced, q, v, tau), a, "aba(rnea)")
 
 
 def test_float32_model_and_world_weld():
@@ -173,16 +181,18 @@ def test_locked_forward_dynamics_is_the_reduced_models():
     iq, iv = jd.reduced_indices(model, names)
     vdot = _locked_forward_dynamics(model, q, v, tau, locked)
     reduced = jd.reduced_model(model, names, q)
-    close(vdot[iv], jd.forward_dynamics(reduced, q[iq], v[iv], tau[iv]), "free joints")
+    free = numpy_call(jd.forward_dynamics, reduced, q[iq], v[iv], tau[iv])
+    close(vdot[iv], free, "free joints")
     assert np.all(np.delete(np.asarray(vdot), iv) == 0.0)
-    held = jd.locking_forces(model, q, v, tau, locked)
+    held = jd.locking_forces(model, q, v, tau, locked)  # compiled: only here
     assert np.all(np.asarray(held)[iv] == 0.0) and np.abs(np.delete(np.asarray(held), iv)).max() > 0
     v0 = jd.expand_velocity(model, names, v[iv])
-    close(jd.rnea(model, q, v0, vdot), tau + held + jd.joint_forces(model, q, v0), "balance")
+    balance = tau + held + numpy_call(jd.joint_forces, model, q, v0)
+    close(numpy_call(jd.rnea, model, q, v0, vdot), balance, "balance")
     # no lock: the plain dynamics
     close(
         _locked_forward_dynamics(model, q, v, tau, jnp.zeros(model.nbodies, bool)),
-        jd.forward_dynamics(model, q, v, tau),
+        numpy_call(jd.forward_dynamics, model, q, v, tau),
         "nothing locked",
     )
 
@@ -237,9 +247,10 @@ def test_locked_gradients_and_batching():
     for a, b in zip(jax.tree.leaves(g_on), jax.tree.leaves(g_off), strict=True):
         close(a, b, "rules on/off", tol=1e-10)
     reduced = jd.reduced_model(model, names, q)
-    g_red = jax.jit(
-        jax.grad(lambda t: jnp.sum(jnp.sin(jd.forward_dynamics(reduced, q[iq], v[iv], t)) * w[iv]))
-    )(tau[iv])
+    g_red = numpy_eval(
+        jax.grad(lambda t: jnp.sum(jnp.sin(jd.forward_dynamics(reduced, q[iq], v[iv], t)) * w[iv])),
+        tau[iv],
+    )
     close(g_on[0][2][iv], g_red, "tau gradient")
 
     n = 4

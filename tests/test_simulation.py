@@ -1,6 +1,13 @@
 """Simulation (`jd.step`, `jd.rollout`, `jd.GroundContact`): against MuJoCo's integrators,
 against physics (momentum, energy, weight, Coulomb's law), stability of the implicit step,
-gradients of rollouts against finite differences, and errors for bad input."""
+gradients of rollouts against finite differences, and errors for bad input.
+
+Short programs (the implicit step's gradient, 20-step rollouts, contact forces, energies) are
+evaluated by NumPy (`numpy_call`, `numpy_eval`, `numpy_jit`): the arithmetic is what is
+checked, and a compile per program would take most of their time. Rollouts of hundreds of steps or more compile (NumPy
+takes longer over a long `lax.scan` than XLA takes to compile it), as do `jd.step` and the
+policy rollout in `test_policy_vmap_vector_field_and_bundled_contact`, and
+`test_rollout_under_batched_equals_vmap`."""
 
 import equinox as eqx
 import jax
@@ -8,6 +15,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 import pytest
+from numpy_eval import numpy_call, numpy_eval, numpy_jit
 
 import jointdyn as jd
 
@@ -141,16 +149,17 @@ def test_free_body_keeps_its_angular_momentum_with_rk4():
 
 def test_double_pendulum_energy_with_rk4():
     model = jd.load_model("double_pendulum")
-    assert float(jnp.abs(jd.joint_forces(model, jnp.array([0.3, 0.2]), jnp.ones(2))).max()) == 0
+    tau = numpy_call(jd.joint_forces, model, np.array([0.3, 0.2]), np.ones(2))
+    assert float(np.abs(tau).max()) == 0
 
     def energy(q, v):
         return jd.kinetic_energy(model, q, v) + jd.potential_energy(model, q)
 
     q0, v0 = jnp.array([1.2, -0.5]), jnp.array([0.0, 1.0])
     traj = jd.rollout(model, q0, v0, jnp.zeros((10_000, 2)), 1e-3, integrator="rk4")
-    E = jax.vmap(energy)(traj.q[::100], traj.v[::100])
-    scale = jnp.abs(E[0]) + jd.kinetic_energy(model, q0, v0)
-    assert float(jnp.abs(E - E[0]).max() / scale) < 1e-6
+    E = numpy_eval(jax.vmap(energy), traj.q[::100], traj.v[::100])
+    scale = np.abs(E[0]) + numpy_call(jd.kinetic_energy, model, q0, v0)
+    assert float(np.abs(E - E[0]).max() / scale) < 1e-6
 
 
 def _box(mass=10.0, half=(0.2, 0.1, 0.05)):
@@ -180,10 +189,11 @@ def test_box_at_rest_carries_its_weight(box):
     np.testing.assert_allclose(normal.sum(), 10.0 * 9.81, rtol=1e-2)
     np.testing.assert_allclose(normal, normal.mean(), rtol=1e-6)  # a symmetric box
     assert np.abs(traj.v[-1]).max() < 1e-6  # at rest
-    f, _ = jd.contact_point_forces(model, contact, traj.q[-1], traj.v[-1])
+    f, _ = numpy_call(jd.contact_point_forces, model, contact, traj.q[-1], traj.v[-1])
     np.testing.assert_allclose(f, traj.contact_forces[-1], rtol=1e-6, atol=1e-9)
     # above the ground: no force at all
-    assert not np.any(jd.contact_forces(model, contact, traj.q[0].at[6].set(1.0), jnp.zeros(6)))
+    above = traj.q[0].at[6].set(1.0)
+    assert not np.any(numpy_call(jd.contact_forces, model, contact, above, np.zeros(6)))
 
 
 def test_block_pushed_along_the_ground_decelerates_at_mu_g(box):
@@ -273,8 +283,8 @@ def test_implicit_step_gradients_match_finite_differences(box):
         return q1[4] + q1[6] + v1[5]
 
     x = jnp.array([10.0, 1e6, 0.5, 2.0, 2e-3])
-    g = jax.jit(jax.grad(after))(x)
-    f = jax.jit(after)
+    g = numpy_eval(jax.grad(after), x)
+    f = numpy_jit(after)
     for i, h in enumerate([1e-4, 10.0, 1e-4, 1e-6, 1e-7]):
         e = jnp.zeros(5).at[i].set(h)
         fd = (f(x + e) - f(x - e)) / (2 * h)
@@ -289,24 +299,26 @@ def test_policy_vmap_vector_field_and_bundled_contact():
     model = jd.load_model("double_pendulum")
     q0, v0 = jnp.array([0.4, 0.1]), jnp.array([0.0, 0.5])
     taus = jnp.stack([jnp.array([0.1 * k, 0.0]) for k in range(20)])
-    by_array = jd.rollout(model, q0, v0, taus, 1e-2)
+    by_array = numpy_call(jd.rollout, model, q0, v0, taus, 1e-2)
     by_policy = jd.rollout(model, q0, v0, lambda k, q, v: jnp.array([0.1 * k, 0.0]), 1e-2, steps=20)
     np.testing.assert_allclose(by_array.q, by_policy.q, rtol=0, atol=1e-14)
     assert by_array.q.shape == (21, 2) and by_array.contact_forces is None
     q1, v1 = jd.step(model, q0, v0, taus[0], 1e-2)
     np.testing.assert_allclose(by_array.q[1], q1, atol=1e-14)
-    batch = jax.vmap(lambda q: jd.rollout(model, q, v0, taus, 1e-2).q[-1])(jnp.stack([q0, -q0]))
+    batch = numpy_eval(
+        jax.vmap(lambda q: jd.rollout(model, q, v0, taus, 1e-2).q[-1]), jnp.stack([q0, -q0])
+    )
     np.testing.assert_allclose(batch[0], by_array.q[-1], atol=1e-12)
     # the vector field: (q̇, v̇) with q̇ = N(q) v, here for a quaternion joint too
     quad = jd.load_model("quadruped")
-    q = quad.random_configuration(jax.random.PRNGKey(0))
+    q = numpy_call(quad.random_configuration, jax.random.PRNGKey(0))
     v = jax.random.normal(jax.random.PRNGKey(1), (quad.nv,))
     tau = jnp.zeros(quad.nv)
-    qdot, vdot = jd.vector_field(quad)(0.0, (q, v), tau)
+    qdot, vdot = numpy_eval(jd.vector_field(quad), 0.0, (q, v), tau)
     eps = 1e-6
     fd = (quad.integrate(q, eps * v) - quad.integrate(q, -eps * v)) / (2 * eps)
     np.testing.assert_allclose(qdot, fd, rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(vdot, jd.forward_dynamics(quad, q, v, tau), rtol=1e-12)
+    np.testing.assert_allclose(vdot, numpy_call(jd.forward_dynamics, quad, q, v, tau), rtol=1e-12)
     # the bundled quadruped stands on its four foot spheres
     contact = jd.load_contact("quadruped", quad)
     names = {quad.topology.body_names[b] for b in contact.bodies}
@@ -354,9 +366,8 @@ def test_rollout_of_no_steps_is_the_initial_state():
         (jnp.zeros((0, 6)), None, "step"),
         (lambda k, q, v: -v, 0, 2),
     ]:
-        traj = jd.rollout(
-            model, q, v, controls, 1e-3, steps=steps, contact=contact, checkpoint=checkpoint
-        )
+        options = dict(steps=steps, contact=contact, checkpoint=checkpoint)
+        traj = numpy_call(jd.rollout, model, q, v, controls, 1e-3, **options)
         np.testing.assert_array_equal(traj.q, q[None])
         np.testing.assert_array_equal(traj.v, v[None])
         assert traj.contact_forces.shape == (0, contact.npoints, 3)
@@ -367,17 +378,19 @@ def test_contact_gradient_finite_at_the_boundary(box):
     gradients in the state and the parameters are finite (no 0^(n-1) of a negative)."""
     model, contact, _ = box
     corners_z = -0.05 - 0.01  # sphere centres 5 cm below the box origin, radius 1 cm
+
+    def total(q, v, stiffness):
+        c = eqx.tree_at(lambda c: c.stiffness, contact, stiffness)
+        return jd.contact_forces(model, c, q, v).sum()
+
+    value = numpy_jit(total)
+    grad = numpy_jit(jax.grad(total, argnums=(0, 1, 2)))
     for z in (-corners_z, -corners_z + 1e-3):  # touching, and 1 mm above
         q = jnp.array([1.0, 0, 0, 0, 0, 0, z])
         v = jnp.array([0.0, 0.0, 0.0, 0.1, 0.0, -0.2])
-
-        def total(q, v, stiffness):
-            c = eqx.tree_at(lambda c: c.stiffness, contact, stiffness)
-            return jd.contact_forces(model, c, q, v).sum()
-
-        grads = jax.grad(total, argnums=(0, 1, 2))(q, v, contact.stiffness)
+        grads = grad(q, v, contact.stiffness)
         assert all(np.all(np.isfinite(g)) for g in grads)
-        assert float(total(q, v, contact.stiffness)) == 0.0
+        assert float(value(q, v, contact.stiffness)) == 0.0
 
 
 def test_rollout_under_batched_equals_vmap():
