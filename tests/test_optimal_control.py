@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numpy_eval import numpy_call, numpy_eval, numpy_jit
 
 import jointdyn as jd
 from jointdyn import optimal_control as oc
@@ -139,10 +140,11 @@ def test_control_bounds_are_respected_and_active():
     assert np.isclose(float(jnp.max(jnp.abs(boxed.tau))), bound)  # active
     assert float(boxed.cost) > float(free.cost)
     # the bounded solution is a rollout of its controls
-    roll = jd.rollout(PENDULUM, jnp.zeros(1), jnp.zeros(1), boxed.tau, DT)
+    roll = numpy_call(jd.rollout, PENDULUM, jnp.zeros(1), jnp.zeros(1), boxed.tau, DT)
     np.testing.assert_allclose(np.asarray(roll.q), np.asarray(boxed.q), rtol=0, atol=1e-12)
     # first-order optimality: moving a control inside its bounds cannot lower the cost
-    grad = jax.grad(lambda u: _rollout_cost(u, target))(boxed.tau)[:, 0]
+    # (the rollout's gradient evaluated by NumPy: an oracle, not compiled)
+    grad = numpy_eval(jax.grad(lambda u: _rollout_cost(u, target)), boxed.tau)[:, 0]
     u = np.asarray(boxed.tau)[:, 0]
     inside = np.abs(u) < bound - 1e-9
     np.testing.assert_allclose(np.asarray(grad)[inside], 0.0, atol=1e-5)
@@ -217,16 +219,18 @@ def test_contact_problem_is_solved_through_the_contact_dynamics():
     sol = oc.solve(problem, max_iterations=100)
     assert bool(sol.converged)
     q0, v0 = problem.q0, problem.v0
-    roll = jd.rollout(HOPPER, q0, v0, sol.tau, DT_HOP, contact=GROUND)
+    # the checks' own programs evaluated by NumPy (oracles, not compiled)
+    roll = numpy_call(jd.rollout, HOPPER, q0, v0, sol.tau, DT_HOP, contact=GROUND)
     np.testing.assert_allclose(np.asarray(roll.q), np.asarray(sol.q), rtol=0, atol=1e-12)
-    free = jd.rollout(HOPPER, q0, v0, sol.tau, DT_HOP)
-    assert float(jnp.max(jnp.abs(free.q - sol.q))) > 0.1
+    free = numpy_call(jd.rollout, HOPPER, q0, v0, sol.tau, DT_HOP)
+    assert float(np.max(np.abs(free.q - sol.q))) > 0.1
     normal = jax.vmap(lambda q, v: jd.contact_point_forces(HOPPER, GROUND, q, v)[0][0, 2])
-    assert float(jnp.min(normal(sol.q[:5], sol.v[:5]))) > 5.0
-    grad = jax.jit(jax.grad(_hop_cost))
-    scale = float(jnp.max(jnp.abs(grad(jnp.zeros_like(sol.tau)))))
-    np.testing.assert_allclose(float(_hop_cost(sol.tau)), float(sol.cost), rtol=1e-12)
-    assert float(jnp.max(jnp.abs(grad(sol.tau)))) < 1e-5 * scale
+    assert float(np.min(numpy_eval(normal, sol.q[:5], sol.v[:5]))) > 5.0
+    grad = numpy_jit(jax.grad(_hop_cost))
+    scale = float(np.max(np.abs(grad(jnp.zeros_like(sol.tau)))))
+    cost = numpy_eval(_hop_cost, sol.tau)
+    np.testing.assert_allclose(float(cost), float(sol.cost), rtol=1e-12)
+    assert float(np.max(np.abs(grad(sol.tau)))) < 1e-5 * scale
 
 
 # --- the box QP of box-FDDP ---
