@@ -16,6 +16,7 @@ passes). `M = Σ_b J_bᵀ I_b J_b`, with body inertias `I_b` and joint motion su
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import numpy as np
 
 from ._traversal import plan
@@ -56,12 +57,43 @@ def _matrices(X) -> np.ndarray:
     return T
 
 
-@eqx.filter_jit
-def _joint_at(joint, dv):
-    """`X_FM` (4×4) and `H_FM` at `neutral ⊕ dv`: compiled once per joint class and structure,
-    so that a build costs microseconds per joint instead of eager dispatch of each op."""
+#: `_joint_at`'s compiled programs, by joint structure: held here, so that `jax.clear_caches()`
+#: (which test suites and long-running services call) does not make every later build compile
+#: its joint classes again (~15 programs, ~2 s, for a tree of every class). A few kB each.
+_JOINT_AT: dict = {}
+
+
+def _joint_at_traced(joint, dv):
     q = joint.integrate(joint.neutral(), dv)
     return joint.X_FM(q).as_matrix(), joint.H_FM(q)
+
+
+def _joint_at(joint, dv):
+    """`X_FM` (4×4) and `H_FM` at `neutral ⊕ dv`: compiled once per joint class and structure
+    (and process), so that a build costs microseconds per joint instead of eager dispatch of
+    each op."""
+    dv = np.asarray(dv, np.float64)
+    dynamic, static = eqx.partition(joint, eqx.is_array)
+    leaves, treedef = jax.tree.flatten(dynamic)
+    static_leaves, static_def = jax.tree.flatten(static)
+    key = (
+        treedef,
+        static_def,
+        tuple(static_leaves),
+        tuple((np.shape(x), np.dtype(x.dtype)) for x in leaves),
+        dv.shape,
+    )
+    try:
+        compiled = _JOINT_AT.get(key)
+    except TypeError:  # an unhashable static leaf: compiled by `jax.jit`'s own cache
+        return eqx.filter_jit(_joint_at_traced)(joint, dv)
+    if compiled is None:
+
+        def at(dynamic, dv):
+            return _joint_at_traced(eqx.combine(dynamic, static), dv)
+
+        compiled = _JOINT_AT[key] = jax.jit(at).lower(dynamic, dv).compile()
+    return compiled(dynamic, dv)
 
 
 def mass_matrix_at_generic_configuration(model) -> np.ndarray:

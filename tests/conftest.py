@@ -22,7 +22,13 @@ The tests collect rarely (at `jointdyn._compile.TRACING_GC_THRESHOLDS`: 155 coll
 Under pytest-xdist each worker runs on its own share of the CPUs (`_pin_xdist_worker`).
 
 Oracles built once and run once (rules-off autodiff, Lagrange's equations, finite differences,
-`vmap` references) are not compiled: `numpy_eval.py` evaluates their jaxprs with NumPy.
+`vmap` references) are not compiled: `numpy_eval.py` evaluates their jaxprs with NumPy. So are
+the library's own programs where a test checks their values (`numpy_call`, `numpy_jit`): the
+arithmetic under test is the traced program's, which XLA compiles as it is, and compiling each
+program once to run it once was most of the suite's time. What is about compiling stays
+compiled: `jit` and `jd.jit`, `jd.batched` and `batch_last`, `lax.scan` rollouts, dtypes
+under `jit`, retrace counts, several devices, the rules under `jit`/`vmap`
+(`test_gradients_composition.py`), the notebooks, the demo and the README's code.
 """
 
 import gc
