@@ -4,10 +4,10 @@ gradients of rollouts against finite differences, and errors for bad input.
 
 Short programs (the implicit step's gradient, 20-step rollouts, contact forces, energies) are
 evaluated by NumPy (`numpy_call`, `numpy_eval`, `numpy_jit`): the arithmetic is what is
-checked, and a compile per program would take most of their time. Rollouts of hundreds of steps or more compile (NumPy
-takes longer over a long `lax.scan` than XLA takes to compile it), as do `jd.step` and the
-policy rollout in `test_policy_vmap_vector_field_and_bundled_contact`, and
-`test_rollout_under_batched_equals_vmap`."""
+checked, and a compile per program would take most of their time. Rollouts of hundreds of
+steps or more compile (NumPy takes longer over a long `lax.scan` than XLA takes to compile
+it), as do `jd.step` and the policy rollout in
+`test_policy_vmap_vector_field_and_bundled_contact`, and `test_rollout_under_batched_equals_vmap`."""
 
 import equinox as eqx
 import jax
