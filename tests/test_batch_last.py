@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpy_eval import numpy_eval
+from numpy_eval import numpy_eval, numpy_jit
 from trees import random_states, random_tree
 
 import jointdyn as jd
@@ -67,7 +67,7 @@ def _forbid_fallback(monkeypatch) -> None:
 def test_equals_vmap_without_fallback(states, name, monkeypatch, request):
     """Same numbers as `vmap(out_axes=-1)`, and every primitive had a batch-last rule (the
     `vmap` fallback, correct but slow, was not needed). `aba`'s batch-last program is compiled;
-    the others' are evaluated by NumPy (`numpy_eval`: the program `batch_last` builds is what
+    the others' are evaluated by NumPy (`numpy_jit`: the program `batch_last` builds is what
     is checked, and compiling each took most of this test's time; compiled, `batch_last`
     programs run in `test_batched_around_the_chunk`, `test_grad_and_float32` and the
     gradient tests below)."""
@@ -77,7 +77,7 @@ def test_equals_vmap_without_fallback(states, name, monkeypatch, request):
     axes = (None,) + (-1,) * nargs
 
     _forbid_fallback(monkeypatch)
-    run = jax.jit if name == "aba" else lambda f: lambda *a: numpy_eval(f, *a)
+    run = jax.jit if name == "aba" else numpy_jit
     got = run(jd.batch_last(fn, axes))(model, *[x.T for x in xs])
     if name == "aba":  # the shared compiled `vmap(aba)`, batch moved last
         ref = request.getfixturevalue("aba_vmap_reference").T
