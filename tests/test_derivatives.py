@@ -44,16 +44,14 @@ def tree(seed: int = 3):
     return random_tree(seed, nbodies=NBODIES)
 
 
-#: `jd.aba_derivatives` without `f_ext`, traced once per model structure (its jaxpr: the LAPACK
-#: check) and evaluated by NumPy.
+#: `jd.aba_derivatives` traced once per model structure and kind of `f_ext` (array or None) and
+#: evaluated by NumPy; its jaxpr is also the LAPACK check's.
 _aba_derivatives = numpy_jit(jd.aba_derivatives)
 
 
 def aba_derivatives(model, q, v, tau, f_ext=None):
-    """`jd.aba_derivatives`, evaluated by NumPy."""
-    if f_ext is None:
-        return _aba_derivatives(model, q, v, tau)
-    return numpy_call(jd.aba_derivatives, model, q, v, tau, f_ext)
+    """`jd.aba_derivatives`, evaluated by NumPy (`f_ext` always passed: one trace per kind)."""
+    return _aba_derivatives(model, q, v, tau, f_ext)
 
 
 @numpy_jit
@@ -240,7 +238,7 @@ def test_aba_derivatives_call_no_lapack():
     several XLA CPU device threads at once, can deadlock; see `jd.batched`)."""
     model = tree()
     q, v, _, tau, _ = state(model, 0)
-    jaxpr = str(_aba_derivatives.jaxpr(model, q, v, tau))  # the program evaluated below
+    jaxpr = str(_aba_derivatives.jaxpr(model, q, v, tau, None))  # the program evaluated below
     lapack = re.findall(
         r"= (cholesky|triangular_solve|lu|lu_pivots_to_permutation|eigh|qr)\b", jaxpr
     )
