@@ -4,10 +4,11 @@ process's environment, and `tests/conftest.py` may have set `XLA_FLAGS` in it al
 Every kernel compiles with jointdyn's XLA:CPU options (`jd.compiler_options()`, as the tests
 do, as `XLA_FLAGS` from `jointdyn._compile.xla_flags()`). The backend (LLVM) optimisation
 level is chosen per notebook: level 0 (as the tests) where the notebook mostly compiles,
-XLA's default where it runs large batches. Measured on the 2-core machine, each notebook's
-cells run as one script: 04 (1 000 trajectory optimisations, run twice) 107 s at level 0
-against 74 s at the default level, 02 (2 048 × 500 RK4 steps) 73 s against 47 s; 01 and 03
-48 / 29 s at level 0 against 57 / 36 s.
+XLA's default where it mostly runs large batches. Measured on the 2-core machine, each
+notebook's cells run as one script on one core (2026-11-29): 02 (2 048 × 500 RK4 steps) 23 s
+at the default level against 30 s at level 0; 04 (its 1 000 problems now in chunks of 8, which
+compile more than they run) 38 s at level 0 against 50 s at the default; 01 20 s against 37 s,
+03 14 s at level 0.
 """
 
 import os
@@ -15,8 +16,8 @@ import os
 from jointdyn._compile import xla_flags
 
 _LEVEL_0 = "--xla_backend_optimization_level=0"
-#: Notebooks that run large batches: their kernels compile at XLA's default backend level.
-_AT_DEFAULT_LEVEL = {"02_rollouts.ipynb", "04_trajectory_optimisation.ipynb"}
+#: Notebooks that mostly run large batches: their kernels compile at XLA's default level.
+_AT_DEFAULT_LEVEL = {"02_rollouts.ipynb"}
 _saved: dict[str, str | None] = {}
 
 

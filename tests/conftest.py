@@ -85,6 +85,52 @@ jax.config.update("jax_enable_x64", True)
 gc.set_threshold(*TRACING_GC_THRESHOLDS)
 
 
+# The longest files first (seconds per file on one worker, 2026-11-29), so that the two
+# workers of `--dist loadfile` end together: xdist's default order (files with the most tests
+# first) handed out the notebooks, one test each, at the end, and one worker ran notebook 04
+# (a minute) while the other had finished (42 s apart). Files not listed follow, the ones with
+# the most tests first; a stale order costs only balance.
+_LONGEST_FIRST = (
+    "tests/test_batch_last.py",  # 71 s
+    "tests/test_gradients.py",  # 70
+    "tests/test_gradients_composition.py",  # 68
+    "notebooks/04_trajectory_optimisation.ipynb",  # 61
+    "tests/test_step_derivatives.py",  # 51
+    "tests/test_derivatives.py",  # 48
+    "tests/test_jit.py",  # 44
+    "tests/test_batching.py",  # 42
+    "tests/test_dynamics.py",  # 39
+    "tests/test_joint_transforms.py",  # 38
+    "tests/test_optimal_control.py",  # 36
+    "tests/test_mujoco.py",  # 32
+    "tests/test_simulation.py",  # 29
+    "tests/test_reduced.py",  # 29
+    "tests/test_demo.py",  # 29
+    "notebooks/01_quickstart.ipynb",  # 27
+    "notebooks/02_rollouts.ipynb",  # 27
+    "tests/test_scan.py",  # 20
+    "tests/test_pinocchio.py",  # 20
+    "notebooks/03_identification.ipynb",  # 18
+)
+
+
+def pytest_configure(config):
+    """xdist keeps the collection's order of files (`pytest_collection_modifyitems` below)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Files in `_LONGEST_FIRST`'s order, then the others by number of tests (most first);
+    the tests of a file keep their order."""
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    rank = {name: k for k, name in enumerate(_LONGEST_FIRST)}
+    order = sorted(files, key=lambda f: (rank.get(f, len(rank)), -len(files[f])))
+    items[:] = [item for f in order for item in files[f]]
+
+
 @pytest.fixture
 def getkey():
     """A fresh PRNG key per call, deterministic within a test (seeds 0, 1, 2, ...)."""
