@@ -85,32 +85,45 @@ jax.config.update("jax_enable_x64", True)
 gc.set_threshold(*TRACING_GC_THRESHOLDS)
 
 
-# The longest files first (seconds per file on one worker, 2026-11-29), so that the two
+# The longest files first (seconds per file on one worker, 2026-11-30), so that the two
 # workers of `--dist loadfile` end together: xdist's default order (files with the most tests
 # first) handed out the notebooks, one test each, at the end, and one worker ran notebook 04
 # (a minute) while the other had finished (42 s apart). Files not listed follow, the ones with
 # the most tests first; a stale order costs only balance.
 _LONGEST_FIRST = (
-    "tests/test_batch_last.py",  # 71 s
-    "tests/test_gradients.py",  # 70
-    "tests/test_gradients_composition.py",  # 68
-    "notebooks/04_trajectory_optimisation.ipynb",  # 61
-    "tests/test_step_derivatives.py",  # 51
-    "tests/test_derivatives.py",  # 48
-    "tests/test_jit.py",  # 44
-    "tests/test_batching.py",  # 42
+    "tests/test_gradients.py",  # 64 s
+    "tests/test_batch_last.py",  # 59
+    "tests/test_gradients_composition.py",  # 58
+    "tests/test_step_derivatives.py",  # 46
+    "tests/test_jit.py",  # 42
+    "notebooks/04_trajectory_optimisation.ipynb",  # 41
+    "tests/test_derivatives.py",  # 40
     "tests/test_dynamics.py",  # 39
-    "tests/test_joint_transforms.py",  # 38
-    "tests/test_optimal_control.py",  # 36
-    "tests/test_mujoco.py",  # 32
-    "tests/test_simulation.py",  # 29
-    "tests/test_reduced.py",  # 29
-    "tests/test_demo.py",  # 29
-    "notebooks/01_quickstart.ipynb",  # 27
-    "notebooks/02_rollouts.ipynb",  # 27
-    "tests/test_scan.py",  # 20
+    "tests/test_batching.py",  # 36
+    "tests/test_joint_transforms.py",  # 33
+    "tests/test_optimal_control.py",  # 31
+    "tests/test_mujoco.py",  # 29
+    "tests/test_simulation.py",  # 28
+    "tests/test_reduced.py",  # 26
+    "notebooks/02_rollouts.ipynb",  # 23
+    "notebooks/01_quickstart.ipynb",  # 22
+    "tests/test_demo.py",  # 22
     "tests/test_pinocchio.py",  # 20
-    "notebooks/03_identification.ipynb",  # 18
+    "tests/test_joints.py",  # 18
+    "tests/test_scan.py",  # 17
+    "tests/test_model_checks.py",  # 16
+    "tests/test_model.py",  # 16
+    "notebooks/03_identification.ipynb",  # 15
+    "tests/test_lagrange.py",  # 15
+    "tests/test_readme.py",  # 13
+    "tests/test_precision.py",  # 13
+    "tests/test_packed.py",  # 13
+    "tests/test_spatial.py",  # 12
+    "tests/test_inputs.py",  # 12
+    "tests/test_armature.py",  # 11
+    "tests/test_lie_derivatives.py",  # 11
+    "tests/test_regressor.py",  # 11
+    "tests/test_velocity_bounds.py",  # 10
 )
 
 
