@@ -224,15 +224,17 @@ def _reference_program(name):
     return program
 
 
-_COMPILED: dict = {}
+#: Built once per case: the rules-on programs, traced and evaluated by NumPy (`_rules_on`), and
+#: the rules-off references' values (`_aba_at_passive_tau`).
+_PROGRAMS: dict = {}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _free_programs():
-    """Drop this module's compiled programs when it is done (gigabytes of executables would
+    """Drop this module's programs and compiled executables when it is done (they would
     otherwise stay alive in the test worker)."""
     yield
-    _COMPILED.clear()
+    _PROGRAMS.clear()
     _setup.cache_clear()
     jax.clear_caches()
 
@@ -244,10 +246,10 @@ def _rules_on(model_name: str, name: str):
     case. Compiled, under `jit`, `vmap`, `jd.batched` and `scan`, the rules are checked in
     `test_gradients_composition.py`."""
     key = ("on", model_name, name)
-    if key not in _COMPILED:
+    if key not in _PROGRAMS:
         model, (q, v, u, f), w = _setup(model_name)
-        _COMPILED[key] = numpy_jit(_rules_program(name))
-    return _COMPILED[key]
+        _PROGRAMS[key] = numpy_jit(_rules_program(name))
+    return _PROGRAMS[key]
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,12 +306,12 @@ def _aba_at_passive_tau(model_name: str):
     there (its output and `jax.jacfwd` in every input); cached, shared by the `aba` case
     (evaluated at this `tau`) and the `forward_dynamics` case (`aba(tau + joint_forces)`)."""
     key = ("aba at passive tau", model_name)
-    if key not in _COMPILED:
+    if key not in _PROGRAMS:
         model, (q, v, u, f), _ = _setup(model_name)
         tau = u + jd.joint_forces(model, q, v)
         out, J = _reference_eval(_reference_program("aba"), (model, q, v, tau, f))
-        _COMPILED[key] = (tau, out, J)
-    return _COMPILED[key]
+        _PROGRAMS[key] = (tau, out, J)
+    return _PROGRAMS[key]
 
 
 def _reference(model_name: str, name: str):

@@ -25,7 +25,7 @@ jax.config.update("jax_enable_x64", True)
 def _free_programs():
     """Drop this module's compiled programs when it is done."""
     yield
-    tg._COMPILED.clear()
+    tg._PROGRAMS.clear()
     for fn in (_batch_setup, _batch_results, _batch_reference):
         fn.cache_clear()
     jax.clear_caches()
