@@ -176,7 +176,8 @@ def _chunks_batch_last(fn: Callable, args: tuple, axes: tuple, size: int):
         return jax.tree.map(to_first, batch_last(fn, last_axes)(*_fill(args, axes, xs)))
 
     # Reverse mode recomputes each chunk (`jax.checkpoint`) rather than stacking its
-    # residuals: 22-27x the forward without, ~6x with (benchmarks/NOTES.md). Inside
+    # residuals: with the differentiation rules, g1's ABA gradient at batch 1024 costs 18.8x
+    # the forward without, 4.7-5.1x with (benchmarks/NOTES.md, 34th session). Inside
     # `lax.map` (a scan) the CSE barrier is not needed (JAX's advice for scan bodies), and
     # without it XLA fuses the recomputation better: panda aba gradient 6.2x -> 5.3x.
     return jax.tree.map(join, jax.lax.map(jax.checkpoint(one, prevent_cse=False), mapped))
