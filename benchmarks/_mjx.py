@@ -34,18 +34,18 @@ def mjx_available() -> bool:
         return False
 
 
-def bench_mjx(robot: Robot, st: Settings, res: dict) -> None:
-    """MJX `vmap(forward)` with constraints off (contacts and joint limits: no solver, so the
-    same problem as `aba`), fixed-base robots, at the batches and first dtype of the run; best
-    effort (any error is kept). `mjx.forward` is MuJoCo's whole smooth pipeline (kinematics,
-    composite inertias, `M` factorised, bias forces, passive forces), its way to `qacc`."""
+def mjx_model(urdf_path: str):
+    """`(mj_model, mjx_model, mjx_data)` of a URDF for MJX: no visuals or collisions (no meshes
+    to find: dynamics only), contacts and constraints off (`mjDSBL_CONTACT |
+    mjDSBL_CONSTRAINT`: no constraint solver, the problem `aba` solves). MuJoCo's URDF import
+    gives a fixed base."""
     import xml.etree.ElementTree as ET
 
     import mujoco
     from mujoco import mjx
 
-    root = ET.parse(robot.path).getroot()
-    for link in root.iter("link"):  # no meshes to find: dynamics only
+    root = ET.parse(urdf_path).getroot()
+    for link in root.iter("link"):
         for tag in ("visual", "collision"):
             for el in link.findall(tag):
                 link.remove(el)
@@ -62,13 +62,23 @@ def bench_mjx(robot: Robot, st: Settings, res: dict) -> None:
     mj.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT) | int(
         mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
     )
+    return mj, mjx.put_model(mj), mjx.put_data(mj, mujoco.MjData(mj))
+
+
+def mjx_qacc(m, d0, q, v, u):
+    """`qacc` of `mjx.forward` at `(qpos, qvel, qfrc_applied) = (q, v, u)`."""
+    from mujoco import mjx
+
+    return mjx.forward(m, d0.replace(qpos=q, qvel=v, qfrc_applied=u)).qacc
+
+
+def bench_mjx(robot: Robot, st: Settings, res: dict) -> None:
+    """MJX `vmap(forward)` with constraints off (contacts and joint limits: no solver, so the
+    same problem as `aba`), fixed-base robots, at the batches and first dtype of the run; best
+    effort (any error is kept). `mjx.forward` is MuJoCo's whole smooth pipeline (kinematics,
+    composite inertias, `M` factorised, bias forces, passive forces), its way to `qacc`."""
+    mj, m, d0 = mjx_model(robot.path)
     dtype = DTYPES[st.dtypes[0]]
-    m = mjx.put_model(mj)
-    d0 = mjx.put_data(mj, mujoco.MjData(mj))
-
-    def fwd(m, d0, q, v, u):
-        return mjx.forward(m, d0.replace(qpos=q, qvel=v, qfrc_applied=u)).qacc
-
     rng = np.random.default_rng(0)
     for i, b in enumerate(st.batches):
         row = {"robot": robot.name, "batch": b}
@@ -84,7 +94,7 @@ def bench_mjx(robot: Robot, st: Settings, res: dict) -> None:
             )
             axes = (None, None, 0, 0, 0)
             args = place(args, axes)  # the same chunks and devices as jointdyn's rows
-            compiled, t_lower, t_comp = compile_timed(batch_over_states(fwd, axes), args)
+            compiled, t_lower, t_comp = compile_timed(batch_over_states(mjx_qacc, axes), args)
             out = jax.block_until_ready(compiled(*args))
             r = time_call(blocking(compiled, args), st.repeats, st.budget_s)
             row.update(us=1e6 * r["median"] / b, compile_s=t_lower + t_comp, dtype=str(out.dtype))

@@ -157,7 +157,8 @@ def check_output(robot: Robot, alg: str, out, n: int = 4) -> float:
 
 
 def pin_single_call(robot: Robot, alg: str):
-    """One call of pin.aba / rnea / crba / computeABADerivatives (one thread) on the first state."""
+    """One call of pin.aba / rnea / crba / computeABADerivatives / computeRNEADerivatives (one
+    thread) on the first state."""
     pm, pd, ps = robot.pmodel, robot.pdata, robot.pin_states
     q, v, tau, a = (np.ascontiguousarray(ps[k][:, 0]) for k in ("q", "v", "tau", "a"))
     return {
@@ -165,6 +166,7 @@ def pin_single_call(robot: Robot, alg: str):
         "rnea": lambda: pin.rnea(pm, pd, q, v, a),
         "crba": lambda: pin.crba(pm, pd, q),
         "aba_derivatives": lambda: pin.computeABADerivatives(pm, pd, q, v, tau),
+        "rnea_derivatives": lambda: pin.computeRNEADerivatives(pm, pd, q, v, a),
     }[alg]
 
 

@@ -18,7 +18,15 @@ For each robot, float64 (`--dtype`), batch `--batch` (4096), the batch split ove
 - with `--loss inside` (or `outside,inside`), the same loss taken per sample inside the
   batched function and summed (reverse mode then needs no forward loop for the output);
 - with `--generic`, the same gradient with `jd.differentiation_rules(False)` (op-by-op AD of
-  the recursion), for the record of what the rules save.
+  the recursion), for the record of what the rules save;
+- **anchors** (`--anchors pinocchio,mjx`, the default; each skipped with a note when its
+  package is missing): Pinocchio's analytic derivatives against its own forward pass, one call
+  on one thread (`computeABADerivatives` / `aba`, `computeRNEADerivatives` / `rnea`: full
+  Jacobians in `(q, v, u)`, what the issue's "3–6× one ABA" refers to), and MJX's reverse mode
+  on the fixed-base robots: `jax.grad` of `Σ qacc²` of `mjx.forward` (contacts and
+  constraints off, the problem `aba` solves, `_mjx.mjx_model`) in `(qpos, qvel,
+  qfrc_applied)` and in those and every floating leaf of the MJX model, batched, compiled and
+  timed exactly as jointdyn's rows.
 
     python benchmarks/gradients.py --robots panda,g1,talos
     python benchmarks/gradients.py --robots panda --batch 256 --rounds 3   # smoke run
@@ -57,6 +65,12 @@ def _parse() -> argparse.Namespace:
         default="outside",
         help="comma list: outside = sum(batched(alg)(...)**2); inside = the same loss per "
         "sample inside the batched function, summed",
+    )
+    ap.add_argument(
+        "--anchors",
+        default="pinocchio,mjx",
+        help="comma list (or empty): pinocchio = its derivatives / its forward, one call; "
+        "mjx = jax.grad of batched mjx.forward / the forward (fixed-base robots)",
     )
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
@@ -223,6 +237,75 @@ def bench(name: str, a: argparse.Namespace) -> list[list]:
     return rows
 
 
+def pinocchio_rows(name: str, a: argparse.Namespace) -> list[list]:
+    """Pinocchio's analytic derivatives against its forward pass: one call on one thread each,
+    µs per call, paired ratio (no compile: the last two columns are empty)."""
+    try:
+        from _pinocchio import pin_single_call
+        from _robots import load_robot
+    except ImportError as e:
+        print(f"{name}: Pinocchio anchor skipped ({e})")
+        return []
+    robot = load_robot(name, 1, threads=1)
+    rows = []
+    for fwd, der, what in (
+        ("aba", "aba_derivatives", "Pinocchio: computeABADerivatives / aba"),
+        ("rnea", "rnea_derivatives", "Pinocchio: computeRNEADerivatives / rnea"),
+    ):
+        f, g = pin_single_call(robot, fwd), pin_single_call(robot, der)
+        tf, tg, r = paired(f, g, a.rounds)
+        rows.append([name, robot.nv, what, tf * 1e6, tg * 1e6, r, "", ""])
+        print(fmt(rows[-1]), flush=True)
+    return rows
+
+
+def mjx_rows(name: str, a: argparse.Namespace) -> list[list]:
+    """MJX's reverse mode against its forward, as jointdyn's rows (`jd.batched`, `jd.jit`,
+    the same batch and devices): `jax.grad` of `Σ qacc²` in the state, and in the state and
+    every floating leaf of the MJX model. Fixed-base robots only (MuJoCo's URDF import has no
+    free joint, so a floating robot would be another problem)."""
+    from _mjx import mjx_available, mjx_model, mjx_qacc
+    from _robots import ROBOTS, ROBOTS_DIR
+
+    rel, floating = ROBOTS[name]
+    if not mjx_available() or floating:
+        why = "mujoco.mjx is not installed" if not mjx_available() else "floating base"
+        print(f"{name}: MJX anchor skipped ({why})")
+        return []
+    import equinox as eqx
+
+    mj, m, d0 = mjx_model(str(ROBOTS_DIR / rel))
+    dtype = jnp.dtype(a.dtype)
+    rng = np.random.default_rng(0)
+    B = a.batch
+    q, v, u = (
+        jnp.asarray(x, dtype)
+        for x in (
+            rng.uniform(-1, 1, (B, mj.nq)),
+            rng.normal(size=(B, mj.nv)),
+            rng.normal(size=(B, mj.nv)),
+        )
+    )
+    floats, rest = eqx.partition(m, eqx.is_inexact_array)
+    fb = jd.batched(
+        lambda f, d, q, v, u: mjx_qacc(eqx.combine(f, rest), d, q, v, u), (None, None, 0, 0, 0)
+    )
+    args = jd.device_put_batched((floats, d0, q, v, u), (None, None, 0, 0, 0))
+
+    def loss(f, d, q, v, u):
+        return jnp.sum(fb(f, d, q, v, u) ** 2)
+
+    fwd, c_fwd = compiled(fb, args)
+    rows = []
+    for wrt, argnums in (("state", (2, 3, 4)), ("all", (0, 2, 3, 4))):
+        grad, c_grad = compiled(jax.grad(loss, argnums=argnums), args)
+        tf, tg, ratio = paired(blocking(fwd, args), blocking(grad, args), a.rounds)
+        what = f"MJX: mjx.forward (grad in {wrt})"
+        rows.append([name, mj.nv, what, tf / B * 1e6, tg / B * 1e6, ratio, c_fwd, c_grad])
+        print(fmt(rows[-1]), flush=True)
+    return rows
+
+
 def fmt(row) -> str:
     return " | ".join(f"{x:.3g}" if isinstance(x, float) else str(x) for x in row)
 
@@ -236,8 +319,15 @@ def main() -> None:
     a = ARGS
     print(f"jax {jax.__version__}, {_devices()}, batch {a.batch}, {a.dtype}")
     rows = []
+    anchors = [x for x in a.anchors.split(",") if x]
+    if set(anchors) - {"pinocchio", "mjx"}:
+        raise ValueError(f"--anchors: expected pinocchio and/or mjx, got {a.anchors!r}")
     for name in a.robots.split(","):
         rows += bench(name, a)
+        if "pinocchio" in anchors:
+            rows += pinocchio_rows(name, a)
+        if "mjx" in anchors:
+            rows += mjx_rows(name, a)
     head = (
         "| robot | nv | what | forward µs/sample | gradient µs/sample | paired ratio "
         "| forward compile s | gradient compile s |"
@@ -256,7 +346,13 @@ def main() -> None:
         "`jax.jacfwd(jd.aba, argnums=(1, 2, 3))`, both under `jd.batched`; the last column is "
         "their largest difference in ∂v̇/∂v. Rows 'jacfwd(rnea) / …': forward = "
         "`jd.rnea_derivatives` and `jd.crba`, gradient = `jax.jacfwd(jd.rnea, argnums=(1, 2, "
-        "3))`; the last column their largest difference in ∂τ/∂v.\n\n" + "\n".join(lines) + "\n"
+        "3))`; the last column their largest difference in ∂τ/∂v. Rows 'Pinocchio: …': "
+        "its analytic derivatives (Jacobians in q, v, u) / its forward pass, one call on one "
+        "thread, µs per call. Rows 'MJX: …': `jax.grad` of `Σ qacc²` of batched `mjx.forward` "
+        "(contacts and constraints off) / the forward, in the state or in the state and every "
+        "floating leaf of the MJX model, compiled and timed as jointdyn's rows.\n\n"
+        + "\n".join(lines)
+        + "\n"
     )
     print(text)
     if not a.no_write:
