@@ -19,7 +19,9 @@ Gauss–Newton Hessians on both sides); initial guess `x₀` at every knot, zero
   jointdyn: `jd.jit(solve)` (a `lax.while_loop`; the dynamics derivatives are
   `jd.step_derivatives` over the knots, one `batch_last` chunk on CPU). Crocoddyl: `solver.solve`
   (its pip wheel runs one thread; the table also gives its time / 2, the 2-core figure it
-  would reach at best).
+  would reach at best). The ratio is paired (`_timing.paired_ratio`: the two solvers timed
+  back to back in alternating rounds, median of the per-round ratios); the times per
+  iteration beside it are each side's own median.
 - **A batch** of `--batch` problems (random targets) in one call: `jd.batched(solve,
   chunk_size=--chunk, layout="batch_first")`, `jax.vmap` of the same solve over chunks of 8
   problems (`lax.map` over the chunks; measured at batch 256: chunks of 8 about 2× faster per
@@ -54,7 +56,7 @@ import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _robots import ROBOTS, ROBOTS_DIR  # noqa: E402
-from _timing import time_call  # noqa: E402
+from _timing import paired_ratio, time_call  # noqa: E402
 
 import jointdyn as jd  # noqa: E402
 from jointdyn import optimal_control as oc  # noqa: E402
@@ -155,7 +157,12 @@ def main():
     one_c = one.lower(jnp.asarray(targets[0])).compile()
     out["compile_single_s"] = time.perf_counter() - t0
     sol = one_c(jnp.asarray(targets[0]))
-    t = time_call(lambda: jax.block_until_ready(one_c(jnp.asarray(targets[0]))), 10, 20.0)
+    target0 = jnp.asarray(targets[0])
+
+    def jd_one():
+        jax.block_until_ready(one_c(target0))
+
+    t = time_call(jd_one, 10, 20.0)
     out["jointdyn_per_iteration_ms"] = 1e3 * t["median"] / its
     out["jointdyn_cost"] = float(sol.cost)
 
@@ -171,7 +178,9 @@ def main():
         out["crocoddyl_iterations"] = solver.iter
         out["crocoddyl_per_iteration_ms"] = 1e3 * t["median"] / (solver.iter + 1)
         out["crocoddyl_cost"] = solver.cost
-        out["ratio_single"] = out["jointdyn_per_iteration_ms"] / out["crocoddyl_per_iteration_ms"]
+        # paired: the two solvers timed back to back in alternating rounds (the machine's speed
+        # drifts between the two medians above), per iteration on both sides
+        out["ratio_single"] = paired_ratio(jd_one, its, croc, solver.iter + 1, 20.0)
         out["ratio_single_vs_half"] = 2 * out["ratio_single"]
 
     batch = jd.jit(jd.batched(solve_one, chunk_size=args.chunk, layout="batch_first"))
