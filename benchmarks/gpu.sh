@@ -23,9 +23,9 @@ step() {
 }
 step 60 python3 -m jointdyn demo
 # gradients against forward passes (the gradients issue's table), float64, batch 4096
-step 180 python3 benchmarks/gradients.py --robots panda,g1 --rounds 5 --out-dir "$OUT"
+step 180 python3 benchmarks/gradients.py --robots panda,g1 --rounds 5 --anchors "" --out-dir "$OUT"
 # a batch of 1024 FDDP problems in one vmap (the trajectory-optimisation issue), float64
 step 180 python3 benchmarks/optimal_control.py --no-crocoddyl --chunk 1024 --out-dir "$OUT"
 # throughput: float32 aba (and its gradient) at batch 65536
 step 120 python3 benchmarks/gradients.py --robots panda,g1 --algorithms aba --no-jacfwd \
-    --dtype float32 --batch 65536 --rounds 3 --out-dir "$OUT"
+    --dtype float32 --batch 65536 --rounds 3 --anchors "" --out-dir "$OUT"
