@@ -64,7 +64,7 @@ from ._kinematics import (
 )
 from ._linalg import cross, identity, matmul, matvec
 from ._model import Model, check_sizes, normalize_joints
-from ._spatial import force_cross, force_cross_matrix, motion_cross, motion_cross_matrix, skew
+from ._spatial import force_cross, motion_cross, skew
 from ._traversal import Plan, plan, stacked_group, sum_over_subtrees, take
 
 
@@ -165,9 +165,7 @@ def _rnea_derivatives(model: Model, p: Plan, t, q, v, vdot, f_ext, fwd=None):
     has them (`_rnea_forward`; computed here when None)."""
     A, I, IV, fe, F = _rnea_forward(model, p, t, vdot, f_ext) if fwd is None else fwd
     Ic = WorldInertia.unflatten(sum_over_subtrees(p, I.flatten())).as_matrix()
-    I6, Vx = I.as_matrix(), motion_cross_matrix(t.V)
-    b = -matmul(jnp.swapaxes(Vx, -1, -2), I6) - matmul(I6, Vx)  # V×* I − I V×
-    Bc = sum_over_subtrees(p, b) + force_cross_matrix(sum_over_subtrees(p, IV))
+    Bc = _composite_B(p, I, t.V, IV)
 
     # per DOF d (column ξ = S_d of body j = body(d)) and per DOF s (row, body b = body(s))
     db = p.dof_body
@@ -208,6 +206,36 @@ def _rnea_derivatives(model: Model, p: Plan, t, q, v, vdot, f_ext, fwd=None):
         dtau_dq = dtau_dq + own
     dtau_dv = jnp.where(below, Y1v, jnp.where(up, Y2v, 0.0))
     return dtau_dq, dtau_dv
+
+
+def _composite_B(p: Plan, I: WorldInertia, V: Array, IV: Array) -> Array:
+    """`B^c_B = Σ_{i ⪰ B} (V_i ×* I_i − I_i V_i ×) + X(h_B)` (nb, 6, 6), `h_B = Σ_{i ⪰ B} I_i V_i`.
+
+    Each term is symmetric with a zero lower-right block: for `I = [[I_O, Ĥ], [Ĥᵀ, m 1]]`,
+    `V = [w; v]` (`x̂` is `[x]×`) and `X(h) = −[[n̂, f̂], [f̂, 0]]` for `h = [n; f]`,
+
+        V ×* I − I V× = [[ŵ I_O − I_O ŵ − (v̂ Ĥ + Ĥ v̂),  [w × h]× + m v̂],  [(·)ᵀ, 0]],
+
+    so the sum over subtrees carries the two upper 3×3 blocks (18 numbers per body, not 36),
+    each body's in closed form (`v̂ Ĥ + Ĥ v̂ = h vᵀ + v hᵀ − 2 (v·h) 1`) rather than as two 6×6
+    products; `X(h)` (antisymmetric, also zero at lower right) is added after the sums."""
+    w, v = V[..., :3], V[..., 3:]
+    W = skew(w)
+    WI = matmul(W, I.I_O)
+    hv = I.h[..., :, None] * v[..., None, :]
+    vh = jnp.sum(v * I.h, -1)[..., None, None] * identity(3, V.dtype)
+    top_left = WI + jnp.swapaxes(WI, -1, -2) - (hv + jnp.swapaxes(hv, -1, -2)) + 2 * vh
+    top_right = skew(cross(w, I.h)) + I.m[..., None, None] * skew(v)
+    n = top_left.shape[:-2]
+    both = jnp.concatenate([top_left.reshape(n + (9,)), top_right.reshape(n + (9,))], -1)
+    both = sum_over_subtrees(p, both)
+    h = sum_over_subtrees(p, IV)  # X(h) = −[[n̂, f̂], [f̂, 0]] (antisymmetric)
+    F = skew(h[..., 3:])
+    top_left = both[..., :9].reshape(n + (3, 3)) - skew(h[..., :3])
+    top_right = both[..., 9:].reshape(n + (3, 3))
+    top = jnp.concatenate([top_left, top_right - F], -1)
+    bottom = jnp.concatenate([jnp.swapaxes(top_right, -1, -2) - F, jnp.zeros_like(F)], -1)
+    return jnp.concatenate([top, bottom], -2)
 
 
 @jit_unless_traced
