@@ -129,6 +129,12 @@ def batched(
     return wrapped
 
 
+#: Results go batch-first inside each chunk when at least this many bytes per sample...
+_IN_CHUNK_LEAF = 8192
+#: ...and all the results of the call together at least this many (`_chunks_batch_last`).
+_IN_CHUNK_TOTAL = 16384
+
+
 def _chunks_batch_last(fn: Callable, args: tuple, axes: tuple, size: int):
     """`vmap(fn)` over the leading axis of the mapped `args`, as a `lax.map` over chunks of
     `size` samples, each evaluated by `batch_last` (samples moved to the last axis and back).
@@ -152,35 +158,50 @@ def _chunks_batch_last(fn: Callable, args: tuple, axes: tuple, size: int):
             x = jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad,) + x.shape[1:])])
         return jnp.moveaxis(x.reshape((chunks, size) + x.shape[1:]), 1, -1)
 
-    # Large results (≥ 8 KB per sample: regressors, Jacobians) go back to batch-first inside
-    # each chunk, while in cache, so that `lax.map` stacks them straight into the output's
-    # layout. Transposing the stacked (chunks, ..., size) result afterwards writes a second
-    # output-sized buffer: for the talos regressor at batch 4096, 2 x 411 MB and half of the
-    # call's time in page faults (solo12: 25 % faster in chunk). Small results (aba's v̇) are
-    # transposed once at the end, which measured 10-15 % faster on panda than per chunk.
-    def in_chunk(chunk_shape, dtype) -> bool:
-        return math.prod(chunk_shape) * jnp.dtype(dtype).itemsize >= 8192 * size
+    # Large results go back to batch-first inside each chunk, while in cache, so that
+    # `lax.map` stacks them straight into the output's layout: transposing the stacked
+    # (chunks, ..., size) result afterwards writes a second output-sized buffer, for the talos
+    # regressor at batch 4096 2 x 411 MB and half of the call's time in page faults (solo12:
+    # 25 % faster in chunk; `aba_derivatives` on g1 and talos 15 %). But a transpose inside the
+    # loop is fused into the stacking `dynamic-update-slice` (strided, scalar), which costs
+    # more where the outputs are few: g1 and talos `crba` (one 10-12 KB matrix) ran 1.4-1.5x
+    # slower in chunk. So: results of at least `_IN_CHUNK_LEAF` bytes per sample, when all
+    # the results together have at least `_IN_CHUNK_TOTAL` (benchmarks/NOTES.md, 35th
+    # session). Small results (aba's v̇) are transposed once at the end (10-15 % faster on
+    # panda than per chunk).
+    def per_sample(leaves_shapes) -> int:  # bytes per sample of all results
+        return sum(math.prod(shape) * jnp.dtype(dtype).itemsize for shape, dtype in leaves_shapes)
 
-    def to_first(t):  # a chunk's result, (..., size)
-        return jnp.moveaxis(t, -1, 0) if in_chunk(t.shape, t.dtype) else t
-
-    def join(y):  # (chunks, size, ...) or (chunks, ..., size) → (n, ...)
-        if not in_chunk(y.shape[1:], y.dtype):
-            y = jnp.moveaxis(y, -1, 1)
-        y = y.reshape((chunks * size,) + y.shape[2:])
-        return y[:n] if pad else y
-
-    mapped = [jax.tree.map(split, x) for x, a in zip(args, axes, strict=True) if a == 0]
+    def decide(leaves_shapes):  # per result: batch-first inside the chunk?
+        many = per_sample(leaves_shapes) >= _IN_CHUNK_TOTAL * size
+        return [many and per_sample([x]) >= _IN_CHUNK_LEAF * size for x in leaves_shapes]
 
     def one(xs):
-        return jax.tree.map(to_first, batch_last(fn, last_axes)(*_fill(args, axes, xs)))
+        out = batch_last(fn, last_axes)(*_fill(args, axes, xs))
+        leaves, tree = jax.tree.flatten(out)
+        first = decide([(x.shape, x.dtype) for x in leaves])
+        moved = [jnp.moveaxis(x, -1, 0) if f else x for x, f in zip(leaves, first, strict=True)]
+        return jax.tree.unflatten(tree, moved)
+
+    def join_all(out):  # (chunks, size, ...) or (chunks, ..., size) → (n, ...)
+        leaves, tree = jax.tree.flatten(out)
+        first = decide([(x.shape[1:], x.dtype) for x in leaves])
+        joined = []
+        for y, f in zip(leaves, first, strict=True):
+            if not f:
+                y = jnp.moveaxis(y, -1, 1)
+            y = y.reshape((chunks * size,) + y.shape[2:])
+            joined.append(y[:n] if pad else y)
+        return jax.tree.unflatten(tree, joined)
+
+    mapped = [jax.tree.map(split, x) for x, a in zip(args, axes, strict=True) if a == 0]
 
     # Reverse mode recomputes each chunk (`jax.checkpoint`) rather than stacking its
     # residuals: with the differentiation rules, g1's ABA gradient at batch 1024 costs 18.8x
     # the forward without, 4.7-5.1x with (benchmarks/NOTES.md, 34th session). Inside
     # `lax.map` (a scan) the CSE barrier is not needed (JAX's advice for scan bodies), and
     # without it XLA fuses the recomputation better: panda aba gradient 6.2x -> 5.3x.
-    return jax.tree.map(join, jax.lax.map(jax.checkpoint(one, prevent_cse=False), mapped))
+    return join_all(jax.lax.map(jax.checkpoint(one, prevent_cse=False), mapped))
 
 
 def _pack_shared(args: tuple, axes: tuple):

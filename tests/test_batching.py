@@ -8,6 +8,7 @@ from numpy_eval import numpy_eval, numpy_jit
 from trees import random_states, random_tree
 
 import jointdyn as jd
+from jointdyn import _batching
 
 jax.config.update("jax_enable_x64", True)
 
@@ -42,15 +43,17 @@ def test_batched_grad(batch):
 
 
 def _small_and_large(model, q, v, tau):
-    """A small result (v̇, nv floats) and a large one (≥ 8 KB per sample: `batched` moves
-    it back to batch-first inside each chunk), so both ways of joining chunks are used."""
+    """A small result (v̇, nv floats) and a large one (`batched` moves it back to batch-first
+    inside each chunk: `_batching._IN_CHUNK_LEAF` bytes per sample or more, and the results
+    together `_IN_CHUNK_TOTAL` or more), so both ways of joining chunks are used."""
     vdot = jd.aba(model, q, v, tau)
     return vdot, jnp.outer(jnp.tile(vdot, 12), jnp.tile(q[: model.nv], 12))
 
 
 def test_batched_large_and_small_outputs(batch):
     model, q, v, tau = batch
-    assert 8 * (12 * model.nv) ** 2 >= 8192  # the large leaf is large
+    large = 8 * (12 * model.nv) ** 2  # bytes per sample of the large leaf
+    assert large >= max(_batching._IN_CHUNK_LEAF, _batching._IN_CHUNK_TOTAL)
     f = jd.batched(_small_and_large, (None, 0, 0, 0), chunk_size=8)
     got = jax.jit(f)(model, q, v, tau)
     expected = numpy_eval(jax.vmap(_small_and_large, (None, 0, 0, 0)), model, q, v, tau)
