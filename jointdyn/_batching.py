@@ -169,12 +169,12 @@ def _chunks_batch_last(fn: Callable, args: tuple, axes: tuple, size: int):
     # the results together have at least `_IN_CHUNK_TOTAL` (benchmarks/NOTES.md, 35th
     # session). Small results (aba's v̇) are transposed once at the end (10-15 % faster on
     # panda than per chunk).
-    def per_sample(leaves_shapes) -> int:  # bytes per sample of all results
+    def nbytes(leaves_shapes) -> int:  # bytes of a chunk's results (`size` samples)
         return sum(math.prod(shape) * jnp.dtype(dtype).itemsize for shape, dtype in leaves_shapes)
 
     def decide(leaves_shapes):  # per result: batch-first inside the chunk?
-        many = per_sample(leaves_shapes) >= _IN_CHUNK_TOTAL * size
-        return [many and per_sample([x]) >= _IN_CHUNK_LEAF * size for x in leaves_shapes]
+        many = nbytes(leaves_shapes) >= _IN_CHUNK_TOTAL * size
+        return [many and nbytes([x]) >= _IN_CHUNK_LEAF * size for x in leaves_shapes]
 
     def one(xs):
         out = batch_last(fn, last_axes)(*_fill(args, axes, xs))
