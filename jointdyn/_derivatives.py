@@ -64,7 +64,7 @@ from ._kinematics import (
 )
 from ._linalg import cross, identity, matmul, matvec
 from ._model import Model, check_sizes, normalize_joints
-from ._spatial import force_cross, motion_cross, skew
+from ._spatial import force_cross, force_cross_matrix, motion_cross, skew
 from ._traversal import Plan, plan, stacked_group, sum_over_subtrees, take
 
 
@@ -220,22 +220,19 @@ def _composite_B(p: Plan, I: WorldInertia, V: Array, IV: Array) -> Array:
     each body's in closed form (`v̂ Ĥ + Ĥ v̂ = h vᵀ + v hᵀ − 2 (v·h) 1`) rather than as two 6×6
     products; `X(h)` (antisymmetric, also zero at lower right) is added after the sums."""
     w, v = V[..., :3], V[..., 3:]
-    W = skew(w)
-    WI = matmul(W, I.I_O)
+    WI = matmul(skew(w), I.I_O)
     hv = I.h[..., :, None] * v[..., None, :]
-    vh = jnp.sum(v * I.h, -1)[..., None, None] * identity(3, V.dtype)
-    top_left = WI + jnp.swapaxes(WI, -1, -2) - (hv + jnp.swapaxes(hv, -1, -2)) + 2 * vh
+    v_dot_h = jnp.sum(v * I.h, -1)[..., None, None]
+    top_left = WI + jnp.swapaxes(WI, -1, -2) - (hv + jnp.swapaxes(hv, -1, -2))
+    top_left = top_left + 2 * v_dot_h * identity(3, V.dtype)
     top_right = skew(cross(w, I.h)) + I.m[..., None, None] * skew(v)
     n = top_left.shape[:-2]
     both = jnp.concatenate([top_left.reshape(n + (9,)), top_right.reshape(n + (9,))], -1)
     both = sum_over_subtrees(p, both)
-    h = sum_over_subtrees(p, IV)  # X(h) = −[[n̂, f̂], [f̂, 0]] (antisymmetric)
-    F = skew(h[..., 3:])
-    top_left = both[..., :9].reshape(n + (3, 3)) - skew(h[..., :3])
-    top_right = both[..., 9:].reshape(n + (3, 3))
-    top = jnp.concatenate([top_left, top_right - F], -1)
-    bottom = jnp.concatenate([jnp.swapaxes(top_right, -1, -2) - F, jnp.zeros_like(F)], -1)
-    return jnp.concatenate([top, bottom], -2)
+    top_left, top_right = both[..., :9].reshape(n + (3, 3)), both[..., 9:].reshape(n + (3, 3))
+    top = jnp.concatenate([top_left, top_right], -1)
+    bottom = jnp.concatenate([jnp.swapaxes(top_right, -1, -2), jnp.zeros_like(top_right)], -1)
+    return jnp.concatenate([top, bottom], -2) + force_cross_matrix(sum_over_subtrees(p, IV))
 
 
 @jit_unless_traced
